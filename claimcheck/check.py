@@ -1,0 +1,159 @@
+"""``claims check``: everything that can be wrong with the registry, its sources and its evidence.
+
+Each problem names the file, the line and the claim id. Checks:
+
+* the registry parses and every entry matches the schema (fields, values, conditional fields);
+* ids are unique; ``uses``/``same_as``/``contradicts``/snippet ``requires`` name known ids and
+  ``uses`` has no cycle;
+* each source is known and unchanged (sha256), each quote is found within a few lines of its line,
+  each snippet range lies inside its document;
+* evidence names tests and benchmarks that exist, and each named test is tagged with the claim;
+  each tagged test is named in its claim's evidence; no test is tagged with an unknown id or
+  with no claim at all;
+* a decided verdict has evidence of the right kind: ``holds`` a property and no refutation,
+  ``fails`` a refutation, ``partly`` a refutation and a property for its correction.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from claimcheck.collect import benchmarks, property_tests
+from claimcheck.registry import DECIDED, Claim, Problem, RegistryError, parse_registry
+from claimcheck.sources import load_sources
+
+
+def check(root: Path, registry_path: Path | None = None) -> list[Problem]:
+    """All problems found in the project at ``root``; an empty list means the registry is sound."""
+    registry_path = registry_path or root / "claims.yaml"
+    reg = str(registry_path.relative_to(root)) if registry_path.is_relative_to(root) else str(registry_path)
+    try:
+        claims, problems = parse_registry(registry_path)
+    except RegistryError as exc:
+        return [Problem(reg, p.line, p.claim, p.message) for p in exc.problems]
+    problems = [Problem(reg, p.line, p.claim, p.message) for p in problems]
+
+    ids: dict[str, Claim] = {}
+    for c in claims:
+        if c.id in ids:
+            problems.append(Problem(reg, c.at, c.id, f"duplicate id (first defined at line {ids[c.id].at})"))
+        else:
+            ids[c.id] = c
+
+    problems += _check_sources(root, reg, claims)
+    problems += _check_links(reg, claims, ids)
+    problems += _check_evidence(root, reg, claims, ids)
+    return problems
+
+
+def _check_sources(root: Path, reg: str, claims: list[Claim]) -> list[Problem]:
+    problems: list[Problem] = []
+    sources = load_sources(root)
+    for doc in sources.documents.values():
+        if not doc.path.exists():
+            problems.append(Problem(str(doc.path.relative_to(root)), None, None, "source document is missing"))
+        elif doc.actual_sha256() != doc.sha256:
+            problems.append(Problem(str(doc.path.relative_to(root)), None, None,
+                                    "source document differs from the copy received (sha256 mismatch)"))
+    for c in claims:
+        if c.source not in sources:
+            problems.append(Problem(reg, c.line_of("source"), c.id,
+                                    f"unknown source '{c.source}' (known: {', '.join(sources.documents)})"))
+            continue
+        doc = sources[c.source]
+        if c.line > len(doc.lines):
+            problems.append(Problem(reg, c.line_of("line"), c.id, f"line {c.line} is past the end of {doc.path.name} "
+                                    f"({len(doc.lines)} lines)"))
+        elif doc.find_quote(c.quote, c.line) is None:
+            near = doc.lines[c.line - 1].strip()[:60]
+            problems.append(Problem(reg, c.line_of("quote"), c.id,
+                                    f"quote {c.quote!r} not found within 3 lines of {c.source}:{c.line} "
+                                    f"(that line reads {near!r})"))
+        if c.snippet and not 1 <= c.snippet.start <= c.snippet.end <= len(doc.lines):
+            problems.append(Problem(reg, c.line_of("snippet"), c.id,
+                                    f"snippet range {c.snippet.start}-{c.snippet.end} is outside {doc.path.name}"))
+    return problems
+
+
+def _check_links(reg: str, claims: list[Claim], ids: dict[str, Claim]) -> list[Problem]:
+    problems: list[Problem] = []
+    for c in claims:
+        links = [("uses", u) for u in c.uses] + [("contradicts", x) for x in c.contradicts]
+        links += [("same_as", c.same_as)] if c.same_as else []
+        links += [("snippet", r) for r in (c.snippet.requires if c.snippet else ())]
+        for name, target in links:
+            if target not in ids:
+                problems.append(Problem(reg, c.line_of(name), c.id, f"{name} names unknown claim id '{target}'"))
+            elif target == c.id:
+                problems.append(Problem(reg, c.line_of(name), c.id, f"{name} names the claim itself"))
+    # cycles in `uses`: depth-first search with colours
+    state: dict[str, int] = {}
+    reported: set[frozenset] = set()
+
+    def visit(cid: str, path: list[str]) -> None:
+        state[cid] = 1
+        for nxt in ids[cid].uses:
+            if nxt not in ids:
+                continue
+            if state.get(nxt) == 1:
+                cycle = path[path.index(nxt):] + [nxt]
+                key = frozenset(cycle)
+                if key not in reported:
+                    reported.add(key)
+                    problems.append(Problem(reg, ids[cid].line_of("uses"), cid,
+                                            "uses forms a cycle: " + " -> ".join(cycle)))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[cid] = 2
+
+    for cid in ids:
+        if cid not in state:
+            visit(cid, [cid])
+    return problems
+
+
+def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Claim]) -> list[Problem]:
+    problems: list[Problem] = []
+    tests = {t.nodeid: t for t in property_tests(root)}
+    benches = benchmarks(root)
+    for t in tests.values():
+        if not t.claims:
+            problems.append(Problem(t.file, t.line, None,
+                                    f"{t.nodeid} is tagged with no claim (add @pytest.mark.claim(...))"))
+        for cid in t.claims:
+            if cid not in ids:
+                problems.append(Problem(t.file, t.line, cid, f"{t.nodeid} is tagged with unknown claim id '{cid}'"))
+            elif t.nodeid not in ids[cid].evidence:
+                problems.append(Problem(t.file, t.line, cid,
+                                        f"{t.nodeid} is tagged with '{cid}' but that claim's evidence does not name it"))
+    for c in claims:
+        named_tests = []
+        for ev in c.evidence:
+            if ev.startswith("benchmarks/"):
+                if ev not in benches:
+                    problems.append(Problem(reg, c.line_of("evidence"), c.id, f"evidence names unknown benchmark '{ev}'"))
+                continue
+            test = tests.get(ev.split("[")[0])
+            if test is None:
+                problems.append(Problem(reg, c.line_of("evidence"), c.id, f"evidence names unknown test '{ev}'"))
+            elif c.id not in test.claims:
+                problems.append(Problem(reg, c.line_of("evidence"), c.id,
+                                        f"evidence names '{ev}', which is not tagged with this claim"))
+            else:
+                named_tests.append(test)
+        if c.verdict in DECIDED and not c.evidence:
+            problems.append(Problem(reg, c.line_of("verdict"), c.id, f"verdict '{c.verdict}' has no evidence"))
+            continue
+        refs = [t for t in named_tests if t.refutation]
+        props = [t for t in named_tests if not t.refutation]
+        if c.verdict == "holds" and refs:
+            problems.append(Problem(reg, c.line_of("evidence"), c.id,
+                                    f"verdict 'holds' but {refs[0].nodeid} is a refutation"))
+        if c.verdict == "holds" and named_tests and not props:
+            problems.append(Problem(reg, c.line_of("evidence"), c.id, "verdict 'holds' needs a property test"))
+        if c.verdict in ("fails", "partly") and named_tests and not refs:
+            problems.append(Problem(reg, c.line_of("evidence"), c.id,
+                                    f"verdict '{c.verdict}' needs a refutation (@refutes) among its evidence"))
+        if c.verdict == "partly" and named_tests and not props:
+            problems.append(Problem(reg, c.line_of("evidence"), c.id,
+                                    "verdict 'partly' needs a property test of its correction"))
+    return problems

@@ -1,0 +1,148 @@
+"""Evidence helpers used inside property tests.
+
+Two kinds of evidence back a claim:
+
+* a *property*: an ordinary test (usually Hypothesis ``@given``) that asserts the statement
+  holds; it passes when no counterexample is found.
+* a *refutation*: a test decorated with :func:`refutes` that states the claim as written and
+  passes only when the statement is violated; the (shrunk) counterexample is recorded.
+
+Only a :class:`ClaimViolation` (raised by :func:`claim_assert`) counts as a counterexample: any
+other exception is a crash of the evidence and is reported as ``error``, never as ``refuted``.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from typing import Any, Callable
+
+__all__ = ["ClaimViolation", "NoCounterexample", "claim_assert", "record", "refutes"]
+
+
+class ClaimViolation(AssertionError):
+    """The statement under test is false on a concrete example."""
+
+    def __init__(self, message: str, example: dict[str, Any] | None = None):
+        self.message = message
+        self.example = {k: _plain(v) for k, v in (example or {}).items()}
+        detail = "".join(f"\n    {k} = {_show(v)}" for k, v in self.example.items())
+        super().__init__(message + detail)
+
+
+class NoCounterexample(AssertionError):
+    """A refutation ran to completion without violating the claim."""
+
+
+def claim_assert(condition: Any, message: str, **example: Any) -> None:
+    """Raise :class:`ClaimViolation` with ``message`` and the named values unless ``condition``."""
+    if not bool(condition):
+        raise ClaimViolation(message, example)
+
+
+# The test currently running in this process (set by the pytest plugin). Workers of
+# pytest-xdist run one test at a time, so a module global is enough.
+_current_item: Any = None
+
+
+def _properties() -> list:
+    if _current_item is None:  # called outside pytest: figures are simply not kept
+        return []
+    return _current_item.user_properties
+
+
+def record(name: str, value: Any) -> None:
+    """Attach a measured figure (number, list or dict of numbers/strings) to the running test.
+
+    Figures are written to the per-claim results and shown in the report.
+    """
+    _properties().append(("claimcheck.figure", {"name": name, "value": _plain(value)}))
+
+
+def refutes(reason: str | None = None) -> Callable[[Callable], Callable]:
+    """Mark a test as a refutation of its claim(s).
+
+    The decorated test states the claim as written with :func:`claim_assert`. It passes when a
+    :class:`ClaimViolation` is raised (for a Hypothesis test, after shrinking: the falsifying
+    example Hypothesis prints is recorded) and fails with :class:`NoCounterexample` otherwise.
+    A hand-built (non-Hypothesis) counterexample must say in ``reason`` why it is minimal.
+    """
+
+    def decorate(test: Callable) -> Callable:
+        searched = hasattr(test, "hypothesis")
+        if not searched and not reason:
+            raise TypeError(
+                f"{test.__name__}: a constructed counterexample needs refutes(reason=...) "
+                "saying why it is minimal"
+            )
+
+        @functools.wraps(test)
+        def refutation(*args: Any, **kwargs: Any) -> None:
+            try:
+                test(*args, **kwargs)
+            except ClaimViolation as exc:
+                _record_counterexample(exc, reason, searched)
+                return
+            except BaseExceptionGroup as group:  # several distinct failures from Hypothesis
+                violations, others = group.split(ClaimViolation)
+                if others is not None or violations is None:
+                    raise
+                _record_counterexample(_first_leaf(violations), reason, searched)
+                return
+            raise NoCounterexample(
+                f"{test.__name__}: expected a counterexample to the claim, found none"
+                + (" after the Hypothesis search" if searched else "")
+            )
+
+        refutation.__signature__ = inspect.signature(test)  # what pytest and Hypothesis see
+        refutation._claimcheck_refutation = True
+        return refutation
+
+    return decorate
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _record_counterexample(exc: ClaimViolation, reason: str | None, searched: bool) -> None:
+    notes = [n for n in getattr(exc, "__notes__", []) if n.strip()]
+    falsifying = "\n".join(n for n in notes if n.startswith(("Falsifying", "    ", ")")))
+    _properties().append(
+        (
+            "claimcheck.counterexample",
+            {
+                "message": exc.message,
+                "values": exc.example,
+                "hypothesis": falsifying or None,
+                "how": "shrunk by Hypothesis" if searched else "constructed",
+                "reason": reason,
+            },
+        )
+    )
+
+
+def _plain(value: Any) -> Any:
+    """Convert tensors, arrays and numpy scalars into JSON-friendly Python values."""
+    if hasattr(value, "detach"):  # torch.Tensor
+        value = value.detach().cpu()
+        return value.item() if value.numel() == 1 else value.tolist()
+    if hasattr(value, "tolist"):  # numpy array or scalar
+        return value.tolist()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 400 else text[:400] + " ..."

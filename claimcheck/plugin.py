@@ -1,0 +1,156 @@
+"""pytest plugin: the ``claim`` marker and per-claim aggregation of evidence outcomes.
+
+Registered through the ``pytest11`` entry point, so a plain ``pytest -n auto properties/`` uses it.
+Each test marked ``@pytest.mark.claim("id", ...)`` is evidence for those claims. Its outcome
+travels in ``report.user_properties`` (which pytest-xdist ships from workers to the controller),
+so aggregation happens once, in the controller, with nothing lost or duplicated.
+
+At the end of a session that ran claim-marked tests, the observed status of every claim in the
+registry is written to ``results/claims-results.json`` (``--claims-results``) and a one-line
+summary is printed. Evidence that disagrees with a recorded verdict is a *mismatch* and fails the run.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claimcheck import evidence
+from claimcheck.registry import RegistryError, load_registry
+from claimcheck.status import Outcome, observe_all, summary_counts, write_results
+
+_PREFIX = "claimcheck."
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("claims", "claim registry evidence")
+    group.addoption("--claims-registry", default=None, help="registry file (default: <rootdir>/claims.yaml)")
+    group.addoption(
+        "--claims-results",
+        default=None,
+        help="where to write per-claim results (default: <rootdir>/results/claims-results.json)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "claim(*ids): the test is evidence for these claim ids in claims.yaml")
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) aggregates
+        config.pluginmanager.register(_Aggregator(config), "claimcheck-aggregator")
+
+
+def _claim_ids(item: pytest.Item) -> list[str]:
+    ids: list[str] = []
+    for mark in item.iter_markers("claim"):
+        if not mark.args or not all(isinstance(a, str) for a in mark.args):
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.claim needs one or more claim ids as strings")
+        ids.extend(a for a in mark.args if a not in ids)
+    return ids
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        ids = _claim_ids(item)
+        if ids:
+            kind = "refutation" if getattr(getattr(item, "obj", None), "_claimcheck_refutation", False) else "property"
+            item.user_properties.append((_PREFIX + "claims", ids))
+            item.user_properties.append((_PREFIX + "kind", kind))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    evidence._current_item = item
+    handle = getattr(getattr(item, "obj", None), "hypothesis", None)
+    counter = [0]
+    original = getattr(handle, "inner_test", None)
+    if original is not None:  # count the examples Hypothesis runs (shrinking included)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counter[0] += 1
+            return original(*args, **kwargs)
+
+        handle.inner_test = counted
+    try:
+        yield
+    finally:
+        evidence._current_item = None
+        if original is not None:
+            handle.inner_test = original
+            item.user_properties.append((_PREFIX + "examples", counter[0]))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    result = yield
+    report = result.get_result()
+    if call.excinfo is not None and report.failed:
+        exc = call.excinfo.value
+        # Only a violated assertion is evidence; any other exception is a crash of the test.
+        violated = isinstance(exc, AssertionError) or (
+            isinstance(exc, BaseExceptionGroup)
+            and exc.split(AssertionError)[1] is None
+        )
+        report.user_properties = list(report.user_properties) + [
+            (_PREFIX + "exception", {"type": type(exc).__name__, "violated": bool(violated and call.when == "call")})
+        ]
+
+
+class _Aggregator:
+    """Collects outcomes in the controller and writes the per-claim results."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.outcomes: dict[str, Outcome] = {}
+        self.started = time.time()
+        self.results: dict | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = {k[len(_PREFIX):]: v for k, v in report.user_properties if isinstance(k, str) and k.startswith(_PREFIX)}
+        if "claims" not in props:
+            return
+        outcome = self.outcomes.get(report.nodeid)
+        if outcome is None:
+            outcome = self.outcomes[report.nodeid] = Outcome(
+                nodeid=report.nodeid, claims=list(props["claims"]), kind=props.get("kind", "property")
+            )
+        outcome.update(report, props)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.outcomes:
+            return  # no claim evidence ran (e.g. the suite's own tests): leave results alone
+        root = Path(str(self.config.rootpath))
+        registry_path = Path(self.config.getoption("claims_registry") or root / "claims.yaml")
+        try:
+            registry = load_registry(registry_path)
+        except RegistryError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+        observed = observe_all(registry, list(self.outcomes.values()))
+        results_path = Path(self.config.getoption("claims_results") or root / "results" / "claims-results.json")
+        import hypothesis
+
+        self.results = write_results(
+            results_path,
+            registry,
+            observed,
+            list(self.outcomes.values()),
+            meta={
+                "profile": hypothesis.settings._current_profile,
+                "seconds": round(time.time() - self.started, 2),
+                "workers": getattr(self.config.option, "numprocesses", None) or 0,
+            },
+        )
+        self.results_path = results_path
+        if any(o.status in ("mismatch", "error") for o in observed.values()) and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.results is None:
+            return
+        counts = summary_counts(self.results)
+        tr = terminalreporter
+        tr.section("claims")
+        for row in self.results["claims"]:
+            if row["status"] in ("mismatch", "error"):
+                tr.write_line(f"{row['status'].upper()} {row['id']}: {row['detail']}", red=True)
+        tr.write_line("claims: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f"  ({self.results_path})")

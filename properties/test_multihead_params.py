@@ -1,0 +1,84 @@
+"""The multi-head parameter table of foundations.txt lines 123-129 (d_model=512, h=8, d_k=d_v=64).
+
+Every figure is compared with parameters counted on a real module, ``torch.nn.MultiheadAttention``.
+"""
+import pytest
+import torch
+
+from claimcheck import claim_assert, refutes
+
+D_MODEL, H = 512, 8
+D_K = D_V = D_MODEL // H
+
+
+def _module() -> torch.nn.MultiheadAttention:
+    return torch.nn.MultiheadAttention(D_MODEL, H, bias=True)
+
+
+def _counts() -> dict[str, int]:
+    m = _module()
+    return {
+        "qkv_weights": m.in_proj_weight.numel(),  # W_Q, W_K, W_V of all heads, stacked
+        "qkv_biases": m.in_proj_bias.numel(),
+        "out_weights": m.out_proj.weight.numel(),
+        "out_biases": m.out_proj.bias.numel(),
+        "total": sum(p.numel() for p in m.parameters()),
+    }
+
+
+@pytest.mark.claim("multi-head.param-count-wqkv-formula")
+def test_qkv_projection_weights_number_3_h_dmodel_dk():
+    counted = _counts()["qkv_weights"]
+    claim_assert(counted == 3 * H * D_MODEL * D_K, "3 h d_model d_k does not count the W_Q, W_K, W_V weights",
+                 counted=counted, formula=3 * H * D_MODEL * D_K)
+
+
+@pytest.mark.claim("multi-head.param-count-wqkv-value")
+@refutes(reason="the document's own configuration (d_model=512, h=8, d_k=64); the count is exact, so one "
+                "configuration suffices")
+def test_qkv_projection_weights_are_98304():
+    counted = _counts()["qkv_weights"]
+    claim_assert(counted == 98_304, "W_Q^i, W_K^i, W_V^i of all heads do not hold 98,304 weights",
+                 counted=counted, printed_product="3 x 512 x 64 = 98,304 (the factor h = 8 is dropped)")
+
+
+@pytest.mark.claim("multi-head.param-count-wqkv-value")
+def test_qkv_projection_weights_are_786432():
+    claim_assert(_counts()["qkv_weights"] == 786_432, "the corrected figure 3 x 8 x 512 x 64 = 786,432 is wrong")
+
+
+@pytest.mark.claim("multi-head.param-count-wo")
+def test_output_projection_weights_are_262144():
+    counted = _counts()["out_weights"]
+    claim_assert(counted == H * D_V * D_MODEL == 262_144, "W^O does not hold 8 x 64 x 512 = 262,144 weights",
+                 counted=counted)
+
+
+@pytest.mark.claim("multi-head.param-total-360k")
+@refutes(reason="the document's own configuration; exact count of a real module")
+def test_total_is_about_360k():
+    total = _counts()["total"]
+    claim_assert(abs(total - 360_000) <= 0.05 * 360_000, "the module does not have about 360K parameters",
+                 counted_total=total, weights=4 * D_MODEL * D_MODEL, biases=4 * D_MODEL)
+
+
+@pytest.mark.claim("multi-head.param-total-360k")
+def test_total_is_4_dmodel_squared_plus_biases():
+    c = _counts()
+    claim_assert(c["total"] == 4 * D_MODEL**2 + 4 * D_MODEL == 1_050_624, "total is not 4 d^2 + 4 d", **c)
+
+
+@pytest.mark.claim("multi-head.param-comparable-single-head")
+@refutes(reason="the document's own configuration; exact counts")
+def test_multi_head_total_is_comparable_to_one_512_by_512_matrix():
+    total = _counts()["total"]
+    claim_assert(total <= 1.5 * 512 * 512, "multi-head attention is not comparable to one 512 x 512 matrix (262K)",
+                 counted_total=total, ratio=total / (512 * 512))
+
+
+@pytest.mark.claim("multi-head.param-comparable-single-head")
+def test_multi_head_has_exactly_the_parameters_of_full_width_single_head_attention():
+    multi = sum(p.numel() for p in _module().parameters())
+    single = sum(p.numel() for p in torch.nn.MultiheadAttention(D_MODEL, 1, bias=True).parameters())
+    claim_assert(multi == single, "h heads of width d/h and one head of width d differ in parameters",
+                 multi=multi, single=single)

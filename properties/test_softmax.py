@@ -1,0 +1,84 @@
+"""Softmax: the stability passage of the foundations document (lines 71-101)."""
+import math
+
+import pytest
+import sympy as sp
+import torch
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from claimcheck import claim_assert, refutes
+from impl.softmax import naive_softmax, shifted_exponents, stable_softmax
+from properties.strategies import finite_floats, logit_matrices, logit_vectors
+
+EPS64 = 2.0**-52
+
+
+@pytest.mark.claim("softmax.shift-invariance")
+def test_softmax_shift_invariance_symbolically():
+    n = 4
+    x = sp.symbols(f"x0:{n}", real=True)
+    c = sp.Symbol("c", real=True)
+    for i in range(n):
+        lhs = sp.exp(x[i] + c) / sum(sp.exp(xj + c) for xj in x)
+        rhs = sp.exp(x[i]) / sum(sp.exp(xj) for xj in x)
+        claim_assert(sp.simplify(lhs - rhs) == 0, "softmax(x + c) != softmax(x) symbolically", i=i)
+
+
+@pytest.mark.claim("softmax.shift-invariance")
+@given(x=logit_vectors(bound=300.0), c=finite_floats(300.0))
+def test_softmax_is_invariant_to_adding_a_constant(x, c):
+    # Rounding x + c moves each logit by at most ulp(600) ~ 600*eps; exp turns that into the same
+    # relative error, so probabilities (<= 1) may differ by at most ~2 * 600 * eps: bound 4 * 600 * eps.
+    diff = (stable_softmax(x + c) - stable_softmax(x)).abs().max().item()
+    claim_assert(diff <= 4 * 600 * EPS64, "softmax(x + c) differs from softmax(x)", x=x, c=c, diff=diff)
+
+
+@pytest.mark.claim("softmax.exponents-in-unit-interval")
+@refutes()
+@given(x=logit_vectors(min_len=2, bound=1e3))
+def test_shifted_exponents_lie_in_open_closed_unit_interval(x):
+    e = shifted_exponents(x)
+    claim_assert(bool(((e > 0) & (e <= 1)).all()), "some exp(x_i - max x) is not in (0, 1]", x=x, exponents=e)
+
+
+@pytest.mark.claim("softmax.exponents-in-unit-interval")
+@given(x=logit_vectors(min_len=1, bound=1e30), dtype=st.sampled_from([torch.float64, torch.float32]))
+def test_shifted_exponents_lie_in_closed_unit_interval_with_max_exactly_one(x, dtype):
+    x = x.to(dtype)
+    assume(torch.isfinite(x).all() and torch.isfinite(x - x.max()).all())
+    e = shifted_exponents(x)
+    claim_assert(bool(((e >= 0) & (e <= 1)).all()), "exp(x - max x) left [0, 1]", x=x, exponents=e)
+    claim_assert(e.max().item() == 1.0, "the maximal logit's exponent is not exactly 1", x=x)
+    claim_assert(bool(torch.isfinite(stable_softmax(x)).all()), "stable softmax is not finite", x=x)
+
+
+@pytest.mark.claim("softmax.naive-overflow")
+@given(x=logit_vectors(min_len=1, bound=1e4), big=st.floats(710.0, 1e4))
+def test_naive_softmax_overflows_where_the_stable_form_does_not(x, big):
+    # exp overflows float64 above ln(DBL_MAX) = 709.78: the naive quotient becomes inf/inf = nan.
+    x = torch.cat([x, torch.tensor([big], dtype=torch.float64)])
+    naive, stable = naive_softmax(x), stable_softmax(x)
+    claim_assert(not torch.isfinite(naive).all(), "the naive form did not overflow", x=x)
+    claim_assert(bool(torch.isfinite(stable).all()) and abs(stable.sum().item() - 1) <= 2 * len(x) * EPS64,
+                 "the stable form is not a finite distribution", x=x, stable=stable)
+
+
+@pytest.mark.claim("softmax.naive-underflow")
+@given(x=logit_vectors(min_len=1, bound=1e4).map(lambda t: t.abs() * -1 - 746.0))
+def test_naive_softmax_underflows_to_nan_when_every_logit_is_very_negative(x):
+    # exp(t) rounds to 0 in float64 for t < -745.13, so the naive form divides 0 by 0.
+    claim_assert(bool(torch.isnan(naive_softmax(x)).all()), "the naive form did not underflow", x=x)
+    stable = stable_softmax(x)
+    claim_assert(abs(stable.sum().item() - 1) <= 2 * len(x) * EPS64, "the stable form failed", x=x)
+
+
+@pytest.mark.claim("softmax.row-stochastic")
+@given(s=logit_matrices())
+def test_softmax_rows_are_nonnegative_and_sum_to_one(s):
+    a = stable_softmax(s)
+    n = s.shape[-1]
+    # summing n terms in [0, 1] errs by at most (n - 1) eps; the division adds one more rounding.
+    row_err = (a.sum(-1) - 1).abs().max().item()
+    claim_assert(bool((a >= 0).all()), "a softmax entry is negative", s=s)
+    claim_assert(row_err <= 2 * n * EPS64, "a softmax row does not sum to 1", s=s, row_error=row_err)
