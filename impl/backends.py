@@ -58,7 +58,9 @@ class Backend:
     devices: Mapping[str, Support]
     gqa: bool = True
     head_dims: tuple[int, int] = (1, 1 << 16)
+    equal_head_dims: bool = False  # needs d_v = d_k
     requires: Callable[[], str | None] = lambda: None  # a reason it cannot run here, or None
+    fully_masked: str | None = "zero"  # a row with no allowed key gives: "zero", "nan", None = not declared
     doc: str = ""
 
 
@@ -184,7 +186,7 @@ def _triton_requires() -> str | None:
 _CUDA_16 = frozenset({torch.float16, torch.bfloat16})
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in [
-    Backend("reference", attention, {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)},
+    Backend("reference", attention, {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)}, fully_masked="nan",
             doc="impl.attention.attention: softmax(q k^T s + bias) v in plain torch"),
     Backend("tiled", _tiled, {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)},
             doc="impl.tiled_attention.flash_attention with 16 x 16 tiles"),
@@ -193,12 +195,12 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in [
     Backend("sdpa-flash", _sdpa("FLASH_ATTENTION"),
             {"cpu": Support(ALL_DTYPES),  # the CPU flash kernel takes attn_mask and float64
              "cuda": Support(_CUDA_16, masks=frozenset({"causal-top-left"}))},
-            head_dims=(1, 256), doc="SDPA, FlashAttention-2 kernel"),
+            head_dims=(1, 256), equal_head_dims=True, doc="SDPA, FlashAttention-2 kernel"),
     Backend("sdpa-efficient", _sdpa("EFFICIENT_ATTENTION"),
-            {"cuda": Support(F32_16)}, doc="SDPA, memory-efficient (xFormers) kernel; CUDA only"),
+            {"cuda": Support(F32_16)}, fully_masked=None, doc="SDPA, memory-efficient (xFormers) kernel; CUDA only"),
     Backend("sdpa-cudnn", _sdpa("CUDNN_ATTENTION"),
             {"cuda": Support(_CUDA_16, masks=frozenset({"causal-top-left", "additive", "key-padding"}))},
-            head_dims=(8, 128), doc="SDPA, cuDNN kernel; CUDA only"),
+            head_dims=(8, 128), fully_masked=None, doc="SDPA, cuDNN kernel; CUDA only"),
     Backend("flex", _flex,
             {"cpu": Support(F32_16, backward=False),  # inductor CPU: inference only
              "cuda": Support(ALL_DTYPES)},
@@ -206,10 +208,10 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in [
     Backend("triton", _triton,
             {"cpu": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right"})),
              "cuda": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right"}))},
-            head_dims=(16, 128), requires=_triton_requires,
+            head_dims=(16, 128), equal_head_dims=True, requires=_triton_requires,
             doc="impl.triton_attention (our kernel); on CPU under TRITON_INTERPRET=1, correctness only"),
     Backend("flash-attn", _flash_attn, {"cuda": Support(_CUDA_16, masks=frozenset({"causal-bottom-right"}))},
-            head_dims=(1, 256), requires=_needs_module("flash_attn", "pip install 'transformer-claims[gpu]'"),
+            head_dims=(1, 256), equal_head_dims=True, requires=_needs_module("flash_attn", "pip install 'transformer-claims[gpu]'"),
             doc="flash_attn.flash_attn_func (optional package)"),
 ]}
 
@@ -231,8 +233,8 @@ def available(backend: Backend, device: str, dtype: torch.dtype) -> tuple[bool, 
 
 
 def supports(backend: Backend, device: str, mask_features: frozenset = frozenset(), gqa: bool = False,
-             backward: bool = False, head_dim: int | None = None) -> tuple[bool, str]:
-    """Does ``backend`` declare support for these mask features, GQA, backward and head dimension?"""
+             backward: bool = False, head_dim: int | None = None, value_dim: int | None = None) -> tuple[bool, str]:
+    """Does ``backend`` declare support for these mask features, GQA, backward and head dimensions?"""
     support = backend.devices.get(device)
     if support is None:
         return False, f"{backend.name} does not run on {device}"
@@ -246,4 +248,6 @@ def supports(backend: Backend, device: str, mask_features: frozenset = frozenset
     lo, hi = backend.head_dims
     if head_dim is not None and not lo <= head_dim <= hi:
         return False, f"{backend.name} supports head dimensions {lo}..{hi}, not {head_dim}"
+    if backend.equal_head_dims and value_dim is not None and head_dim is not None and value_dim != head_dim:
+        return False, f"{backend.name} needs d_v = d_k, not d_v = {value_dim}, d_k = {head_dim}"
     return True, ""
