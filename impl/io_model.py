@@ -93,14 +93,39 @@ def standard_attention_io(n_q: int, n_k: int, d_k: int, d_v: int | None = None) 
     return io
 
 
-def flash_attention_io(n_q: int, n_k: int, d_k: int, M: int, d_v: int | None = None) -> IOCounter:
-    """Count the tiled forward of :mod:`impl.tiled_attention` on one head with tiles sized for ``M``."""
-    from impl.tiled_attention import tiled_forward  # the algorithm whose accesses are counted
+def flash_attention_io(n_q: int, n_k: int, d_k: int, M: int, d_v: int | None = None,
+                       causal: str | None = None) -> IOCounter:
+    """Count the tiled forward of :mod:`impl.tiled_attention` on one head with tiles sized for ``M``.
+
+    Walks the algorithm's own tile schedule (:func:`impl.tiled_attention.query_tiles`,
+    :func:`~impl.tiled_attention.key_tiles`): per query tile, read ``Q_i`` once and ``K_j, V_j``
+    per visited key tile, write ``O_i`` and ``L_i`` once. :func:`tiled_forward_io` counts the
+    same by running the algorithm itself (slower; the two must agree).
+    """
+    from impl.tiled_attention import key_tiles, query_tiles
 
     d_v = d_k if d_v is None else d_v
     b = flash_block_size(M, d_k, d_v)
     io = IOCounter(M=M)
-    tiled_forward(_meta(n_q, d_k), _meta(n_k, d_k), _meta(n_k, d_v), scale=1.0, mask=None,
+    for rows in query_tiles(n_q, b):
+        io.reads += len(rows) * d_k
+        for cols in key_tiles(rows, n_q, n_k, b, causal):
+            io.reads += len(cols) * (d_k + d_v)
+            io.on_chip(tile_working_set(len(rows), len(cols), d_k, d_v))
+        io.writes += len(rows) * (d_v + 1)
+    return io
+
+
+def tiled_forward_io(n_q: int, n_k: int, d_k: int, M: int, d_v: int | None = None,
+                     causal: str | None = None) -> IOCounter:
+    """Count by running :func:`impl.tiled_attention.tiled_forward` on ``meta`` tensors, instrumented."""
+    from impl.attention import Mask
+    from impl.tiled_attention import tiled_forward
+
+    d_v = d_k if d_v is None else d_v
+    b = flash_block_size(M, d_k, d_v)
+    io = IOCounter(M=M)
+    tiled_forward(_meta(n_q, d_k), _meta(n_k, d_k), _meta(n_k, d_v), scale=1.0, mask=Mask(causal=causal),
                   block_m=b, block_n=b, io=io)
     return io
 

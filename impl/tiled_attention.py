@@ -39,12 +39,26 @@ def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def _tile_hidden(mask: Mask | None, rows: range, cols: range, n_q: int, n_k: int) -> bool:
-    """True when a causal mask hides every entry of the tile ``rows x cols``."""
-    if mask is None or not mask.causal:
+def query_tiles(n_q: int, block_m: int):
+    """The query tiles ``range(i, i + B_r)`` of the outer loop (the last one may be shorter)."""
+    return (range(start, min(start + block_m, n_q)) for start in range(0, n_q, block_m))
+
+
+def tile_hidden(rows: range, cols: range, n_q: int, n_k: int, causal: str | None) -> bool:
+    """True when a causal mask hides every entry of the tile ``rows x cols`` (its first key is
+    past what its last query may see)."""
+    if causal is None:
         return False
-    offset = 0 if mask.causal == "top-left" else n_k - n_q
+    offset = 0 if causal == "top-left" else n_k - n_q
     return cols.start > rows.stop - 1 + offset
+
+
+def key_tiles(rows: range, n_q: int, n_k: int, block_n: int, causal: str | None = None):
+    """The key tiles visited for query tile ``rows``: all of them, less those a causal mask hides."""
+    for cols in query_tiles(n_k, block_n):
+        if tile_hidden(rows, cols, n_q, n_k, causal):
+            break  # later tiles are hidden too
+        yield cols
 
 
 def _masked_scores(q_i: torch.Tensor, k_j: torch.Tensor, scale: float, mask: Mask | None, n_q: int, n_k: int,
@@ -63,10 +77,6 @@ def _masked_scores(q_i: torch.Tensor, k_j: torch.Tensor, scale: float, mask: Mas
     return s + bias
 
 
-def _ranges(n: int, block: int):
-    return (range(start, min(start + block, n)) for start in range(0, n, block))
-
-
 def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: Mask | None,
                   block_m: int, block_n: int, io: IOCounter | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward pass on equal head counts: ``(O (..., n_q, d_v) in q's dtype, L (..., n_q) in the accumulator dtype)``."""
@@ -74,7 +84,8 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: floa
     acc_t = accumulator_dtype(q.dtype)
     out = torch.empty(q.shape[:-1] + (d_v,), dtype=q.dtype, device=q.device)
     lse = torch.empty(q.shape[:-1], dtype=acc_t, device=q.device)
-    for rows in _ranges(n_q, block_m):
+    causal = mask.causal if mask is not None else None
+    for rows in query_tiles(n_q, block_m):
         q_i = q[..., rows.start:rows.stop, :]
         if io is not None:
             io.read(q_i)
@@ -82,9 +93,7 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: floa
         m_i = torch.full(q_i.shape[:-1], -math.inf, dtype=acc_t, device=q.device)  # running row max
         l_i = torch.zeros_like(m_i)  # running row sum of exp(S - m)
         acc = torch.zeros(q_i.shape[:-1] + (d_v,), dtype=acc_t, device=q.device)  # unnormalised O_i
-        for cols in _ranges(n_k, block_n):
-            if _tile_hidden(mask, rows, cols, n_q, n_k):
-                continue
+        for cols in key_tiles(rows, n_q, n_k, block_n, causal):
             k_j, v_j = k[..., cols.start:cols.stop, :], v[..., cols.start:cols.stop, :]
             if io is not None:
                 io.read(k_j, v_j)
@@ -117,12 +126,13 @@ def tiled_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch
     dq = torch.zeros(q.shape, dtype=acc_t, device=q.device)
     dk = torch.zeros(k.shape, dtype=acc_t, device=q.device)
     dv = torch.zeros(v.shape, dtype=acc_t, device=q.device)
-    for cols in _ranges(n_k, block_n):
+    causal = mask.causal if mask is not None else None
+    for cols in query_tiles(n_k, block_n):  # FlashAttention-2 backward: key tiles outside
         c = slice(cols.start, cols.stop)
         k_j, v_j = k[..., c, :].to(acc_t), v[..., c, :].to(acc_t)
         dk_j, dv_j = torch.zeros_like(k_j), torch.zeros_like(v_j)
-        for rows in _ranges(n_q, block_m):
-            if _tile_hidden(mask, rows, cols, n_q, n_k):
+        for rows in query_tiles(n_q, block_m):
+            if tile_hidden(rows, cols, n_q, n_k, causal):
                 continue
             r = slice(rows.start, rows.stop)
             q_i, do_i = q[..., r, :].to(acc_t), d_out[..., r, :].to(acc_t)
