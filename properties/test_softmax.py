@@ -1,4 +1,5 @@
 """Softmax: the stability passage of the foundations document (lines 71-101)."""
+import functools
 import math
 
 import pytest
@@ -8,6 +9,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert, refutes
+from claimcheck.snippets import run_snippet
 from impl.softmax import naive_softmax, shifted_exponents, stable_softmax
 from properties.strategies import finite_floats, logit_matrices, logit_vectors
 
@@ -82,3 +84,74 @@ def test_softmax_rows_are_nonnegative_and_sum_to_one(s):
     row_err = (a.sum(-1) - 1).abs().max().item()
     claim_assert(bool((a >= 0).all()), "a softmax entry is negative", s=s)
     claim_assert(row_err <= 2 * n * EPS64, "a softmax row does not sum to 1", s=s, row_error=row_err)
+
+
+# ---- the definition and the printed helper (foundations.txt lines 48-52, 75-102) --------------------
+
+
+@pytest.mark.claim("softmax.definition-vector")
+@given(x=logit_vectors(bound=50.0))
+def test_softmax_formula_agrees_with_torch_and_the_stable_form(x):
+    # |x| <= 50: no overflow or underflow in float64; n terms of the denominator, one division and exp's
+    # own rounding give at most (n + 2) eps relative error per probability
+    formula, builtin = naive_softmax(x), torch.softmax(x, dim=-1)
+    err = max((formula - builtin).abs().max().item(), (formula - stable_softmax(x)).abs().max().item())
+    claim_assert(err <= 2 * (len(x) + 2) * EPS64, "exp(x_i) / sum_j exp(x_j) differs from softmax", x=x, error=err)
+
+
+@pytest.mark.claim("softmax.row-wise-normalization-formula")
+@refutes()
+@given(s=logit_matrices(max_rows=3, max_cols=3, bound=8.0), d_k=st.integers(2, 64))
+def test_row_formula_on_unscaled_scores_gives_the_attention_matrix(s, d_k):
+    """Line 52 exponentiates S_ij although line 48 defines A = softmax(S_scaled), S_scaled = S / sqrt(d_k)."""
+    printed = torch.exp(s) / torch.exp(s).sum(dim=-1, keepdim=True)
+    a = torch.softmax(s / math.sqrt(d_k), dim=-1)
+    claim_assert(torch.allclose(printed, a, rtol=1e-9, atol=1e-12),
+                 "exp(S_ij) / sum_k exp(S_ik) is not softmax(S / sqrt(d_k))", s=s, d_k=d_k, printed=printed, attention=a)
+
+
+@pytest.mark.claim("softmax.row-wise-normalization-formula")
+@given(s=logit_matrices(bound=50.0), d_k=st.integers(1, 64))
+def test_row_formula_on_scaled_scores_is_row_stochastic_and_gives_the_attention_matrix(s, d_k):
+    scaled = s / math.sqrt(d_k)
+    a = torch.exp(scaled) / torch.exp(scaled).sum(dim=-1, keepdim=True)  # A_ij = exp(S_ij/sqrt d_k) / sum_k ...
+    n = s.shape[-1]
+    # (n + 2) roundings per entry, as above
+    err = (a - stable_softmax(scaled)).abs().max().item()
+    claim_assert(err <= 2 * (n + 2) * EPS64 and bool((a >= 0).all()) and (a.sum(-1) - 1).abs().max() <= 2 * n * EPS64,
+                 "the scaled row formula is not the row-stochastic attention matrix", s=s, d_k=d_k, error=err)
+
+
+@functools.cache  # one execution of the snippet per process
+def _printed_stable_softmax():
+    """``stable_softmax`` as defined by foundations.txt lines 94-99 (line 102, after it, raises NameError)."""
+    run = run_snippet("softmax.snippet-stable-softmax")
+    assert "stable_softmax" in run.namespace, run.describe()  # a crash of the evidence, not a counterexample
+    return run.namespace["stable_softmax"]
+
+
+@pytest.mark.claim("softmax.stable-softmax-matches-torch-and-no-overflow")
+@given(x=logit_matrices(bound=1e4), dim=st.sampled_from([0, -1]), dtype=st.sampled_from([torch.float64, torch.float32]))
+def test_printed_stable_softmax_matches_torch_softmax_even_where_exp_overflows(x, dim, dtype):
+    printed = _printed_stable_softmax()(x.to(dtype), dim=dim)
+    builtin = torch.softmax(x.to(dtype), dim=dim)
+    eps = torch.finfo(dtype).eps
+    # the same algorithm as torch's: differences come from summation order, (n + 2) eps per probability
+    err = (printed.double() - builtin.double()).abs().max().item()
+    claim_assert(bool(torch.isfinite(printed).all()) and err <= 2 * (x.shape[dim] + 2) * eps,
+                 "the printed stable_softmax is not finite or differs from torch.softmax", x=x, dim=dim,
+                 dtype=str(dtype), error=err, naive_finite=bool(torch.isfinite(naive_softmax(x.to(dtype), dim)).all()))
+
+
+@pytest.mark.claim("softmax.torch-builtin-softmax-is-stable")
+@given(x=logit_vectors(bound=1e30), dtype=st.sampled_from([torch.float64, torch.float32, torch.float16, torch.bfloat16]))
+def test_torch_softmax_is_finite_and_exact_for_huge_and_tiny_logits(x, dtype):
+    x = x.to(dtype)
+    assume(bool(torch.isfinite(x).all()))
+    probs = torch.softmax(x, dim=-1)
+    exact = stable_softmax(x.double())  # float64 oracle of the rounded inputs (itself max-subtracted)
+    # float16/bfloat16 softmax on CPU computes in float32 and rounds once; float32/64: (n + 2) eps
+    eps = torch.finfo(dtype).eps
+    err = (probs.double() - exact).abs().max().item()
+    claim_assert(bool(torch.isfinite(probs).all()) and err <= 2 * (len(x) + 2) * eps,
+                 "torch.softmax overflowed or lost accuracy", x=x, dtype=str(dtype), error=err)
