@@ -158,3 +158,21 @@ def test_fully_masked_rows_follow_the_backends_declared_convention(backend_name)
             # float32 over 12 keys and 16 dims: a few dozen roundings of 6e-8 each; 1e-5 is ~80 float32 epsilons
             claim_assert(err <= 1e-5, "rows with allowed keys are wrong next to fully masked rows",
                          backend=backend_name, relative_error=err)
+
+
+@pytest.mark.claim("flash-attention.snippet-flash-attn-func-causal-attention")
+@pytest.mark.parametrize("n_q,n_k", [(7, 7), (5, 9), (9, 5)])
+def test_causal_alignments_agree_exactly_when_query_and_key_lengths_match(n_q, n_k):
+    """flash_attn_func(causal=True) aligns the mask bottom-right (flash-attn >= 2.1), SDPA's is_causal
+    top-left: the same mask for self-attention (n_q = n_k), different ones otherwise (recorded)."""
+    gen = torch.Generator().manual_seed(n_q * 16 + n_k)
+    q, k, v = (torch.randn((1, 2, n, 8), generator=gen, dtype=torch.float64) for n in (n_q, n_k, n_k))
+    top_left = attention(q, k, v, mask=Mask(causal="top-left"))
+    bottom_right = attention(q, k, v, mask=Mask(causal="bottom-right"))
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    same = torch.equal(top_left.nan_to_num(), bottom_right.nan_to_num())
+    record(f"causal alignments agree [n_q={n_q}, n_k={n_k}]", same)
+    claim_assert(relative_error(sdpa, top_left) <= 1e-12, "SDPA's is_causal is not top-left aligned", n_q=n_q, n_k=n_k)
+    claim_assert(same == (n_q == n_k), "top-left and bottom-right alignment agree exactly when n_q = n_k",
+                 n_q=n_q, n_k=n_k, agree=same)
