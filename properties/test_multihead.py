@@ -8,7 +8,8 @@ The reference is :mod:`impl.multihead`; ``torch.nn.MultiheadAttention`` and
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import assume, given
+from torch.autograd.functional import jacobian
+from hypothesis import given
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert, refutes
@@ -76,9 +77,8 @@ def test_wo_output_is_a_sum_over_heads_of_each_head_times_its_rows_of_wo(layout,
 
 
 @pytest.mark.claim("multi-head.heads-independent-before-wo")
-@given(layout=head_layouts(kv_sharing=False), bn=batch_lengths(), seed=seeds(), data=st.data())
+@given(layout=head_layouts(kv_sharing=False, min_heads=2), bn=batch_lengths(), seed=seeds(), data=st.data())
 def test_a_head_is_unchanged_when_another_heads_projections_change(layout, bn, seed, data):
-    assume(layout.n_heads >= 2)
     (b, n), w = bn, mha_weights(layout, seed)
     j = data.draw(st.integers(0, layout.n_heads - 1), label="perturbed head")
     x = gaussian(seed + 7, b, n, layout.d_model)
@@ -95,9 +95,9 @@ def test_a_head_is_unchanged_when_another_heads_projections_change(layout, bn, s
 
 
 @pytest.mark.claim("multi-head.each-head-in-dk-subspace")
-@given(layout=head_layouts(kv_sharing=False), bn=batch_lengths(), seed=seeds(), data=st.data())
+@given(layout=head_layouts(kv_sharing=False, min_heads=4), bn=batch_lengths(), seed=seeds(), data=st.data())
 def test_a_head_sees_the_input_only_through_its_three_d_k_dimensional_projections(layout, bn, seed, data):
-    assume(layout.n_heads >= 4)  # 3 d_k < d: the projections leave a non-trivial null space
+    # h >= 4 heads of width d_k: 3 d_k < d = h d_k, so the head's projections leave a non-trivial null space
     (b, n), w = bn, mha_weights(layout, seed)
     i = data.draw(st.integers(0, layout.n_heads - 1), label="head")
     wq, wk, wv = (m[i] for m in _per_head(w, layout))
@@ -113,7 +113,7 @@ def test_a_head_sees_the_input_only_through_its_three_d_k_dimensional_projection
 
 # --- key/value sharing -----------------------------------------------------------------------------------------
 
-@pytest.mark.claim("multi-head.index-stack-gqa-mainstream")
+@pytest.mark.claim("multi-head.index-checklist-gqa-for-large-models")
 @given(layout=head_layouts(), bn=batch_lengths(), seed=seeds(), causal=st.booleans())
 def test_gqa_equals_torch_sdpa_with_shared_key_value_heads(layout, bn, seed, causal):
     (b, n) = bn
@@ -131,18 +131,17 @@ def _w_qk_ranks(w_q_heads: list, w_k_heads: list) -> list[int]:
 
 
 @pytest.mark.claim("multi-head.qk-sharing-changes-wqk-rank")
-@refutes()
-@given(layout=head_layouts(), seed=seeds(), shared_qk=st.booleans())
-def test_sharing_changes_the_rank_of_each_heads_w_qk(layout, seed, shared_qk):
-    # Both readings of "QK sharing": keys shared across a group (MQA/GQA) or W_K = W_Q (shared-QK attention).
-    assume(shared_qk or layout.n_kv_heads < layout.n_heads)
-    w = mha_weights(layout, seed)
+@refutes(reason="the smallest sharing: MQA with two heads of width 1 (d = 2), Gaussian weights; both readings of "
+                "'QK sharing' (one key head for all query heads, and W_K = W_Q) leave every head's rank at d_k = 1")
+def test_sharing_changes_the_rank_of_each_heads_w_qk():
+    layout = HeadLayout(d_model=2, n_heads=2, n_kv_heads=1, d_head=1)
+    w = mha_weights(layout, 0)
     wqs, wks, _ = _per_head(w, layout)
-    unshared = mha_weights(HeadLayout(layout.d_model, layout.n_heads, layout.n_heads, layout.d_head), seed + 3)
-    own_ranks = _w_qk_ranks(column_blocks(w["w_q"], layout.n_heads), column_blocks(unshared["w_k"], layout.n_heads))
-    shared_ranks = _w_qk_ranks(wqs, wqs if shared_qk else wks)
-    claim_assert(shared_ranks != own_ranks, "sharing leaves every head's rank(W_Q^i W_K^i^T) unchanged",
-                 layout=layout, shared_qk=shared_qk, shared=shared_ranks, unshared=own_ranks)
+    unshared = mha_weights(HeadLayout(2, 2, 2, 1), 3)
+    own_ranks = _w_qk_ranks(wqs, column_blocks(unshared["w_k"], 2))
+    ranks = {"keys_shared (MQA)": _w_qk_ranks(wqs, wks), "W_K = W_Q": _w_qk_ranks(wqs, wqs)}
+    claim_assert(all(r != own_ranks for r in ranks.values()), "sharing leaves every head's rank(W_Q^i W_K^i^T) unchanged",
+                 layout=layout, unshared=own_ranks, **ranks)
 
 
 @pytest.mark.claim("multi-head.qk-sharing-changes-wqk-rank")
@@ -171,10 +170,12 @@ def _attention_matrices(x: torch.Tensor, w: dict, layout: HeadLayout) -> torch.T
     return torch.stack([stable_softmax((x @ wq) @ (x @ wk).T / layout.d_head**0.5) for wq, wk in zip(wqs, wks)])
 
 
-@pytest.mark.claim("multi-head.la-obs2-blockdiag-formula")
-@refutes()
-@given(layout=head_layouts(kv_sharing=False), n=st.integers(1, 5), seed=seeds())
-def test_mha_is_x_wq_blockdiag_of_attention_matrices_wv_transposed_wo(layout, n, seed):
+@pytest.mark.claim("multi-head.la-obs2-blockdiag-formula", "multi-head.la-obs2-mha-block-diagonal-low-rank",
+                   "multi-head.la-intro-mha-block-diagonal-low-rank")
+@refutes(reason="n = d = h = 1, the only size where the product is defined without d = h n by accident being needed "
+                "(for d != h n it is undefined); its value still differs from multi-head attention")
+def test_mha_is_x_wq_blockdiag_of_attention_matrices_wv_transposed_wo():
+    layout, n, seed = HeadLayout(1, 1, 1, 1), 1, 0
     w = mha_weights(layout, seed)
     x = gaussian(seed + 7, n, layout.d_model)
     bd = torch.block_diag(*_attention_matrices(x, w, layout))  # (h n, h n)
@@ -184,10 +185,11 @@ def test_mha_is_x_wq_blockdiag_of_attention_matrices_wv_transposed_wo(layout, n,
     printed = xwq @ bd @ w["w_v"].T @ w["w_o"]
     actual = multi_head_attention(x, x, w["w_q"], w["w_k"], w["w_v"], w["w_o"], layout.n_heads)
     claim_assert(torch.allclose(printed, actual, rtol=0, atol=1e-9), "the printed product is not MHA",
-                 printed=printed, actual=actual)
+                 printed=printed, actual=actual, n=n, d=layout.d_model, h=layout.n_heads)
 
 
-@pytest.mark.claim("multi-head.la-obs2-blockdiag-formula", "multi-head.la-obs2-mha-block-diagonal-low-rank")
+@pytest.mark.claim("multi-head.la-obs2-blockdiag-formula", "multi-head.la-obs2-mha-block-diagonal-low-rank",
+                   "multi-head.la-intro-mha-block-diagonal-low-rank")
 @given(layout=head_layouts(kv_sharing=False), n=st.integers(1, 5), seed=seeds())
 def test_mha_is_blockdiag_of_kronecker_attention_applied_to_vec_x_wv(layout, n, seed):
     w = mha_weights(layout, seed)
@@ -204,16 +206,18 @@ def test_mha_is_blockdiag_of_kronecker_attention_applied_to_vec_x_wv(layout, n, 
 
 
 @pytest.mark.claim("multi-head.la-obs2-rank-h-claim")
-@refutes()
-@given(layout=head_layouts(kv_sharing=False), n=st.integers(1, 5), seed=seeds())
-def test_the_block_diagonal_of_attention_matrices_has_rank_h(layout, n, seed):
+@refutes(reason="one head and two tokens: at n = 1 every A_i is [1] and BlockDiag = I_h has rank h, so n = 2 with "
+                "h = 1 is the smallest case")
+def test_the_block_diagonal_of_attention_matrices_has_rank_h():
+    layout, n, seed = HeadLayout(1, 1, 1, 1), 2, 0
     w = mha_weights(layout, seed)
     attn = _attention_matrices(gaussian(seed + 7, n, layout.d_model), w, layout)
     rank = int(torch.linalg.matrix_rank(torch.block_diag(*attn)))
     claim_assert(rank == layout.n_heads, "BlockDiag(A_1..A_h) does not have rank h", rank=rank, h=layout.n_heads, n=n)
 
 
-@pytest.mark.claim("multi-head.la-obs2-rank-h-claim", "multi-head.la-obs2-mha-block-diagonal-low-rank")
+@pytest.mark.claim("multi-head.la-obs2-rank-h-claim", "multi-head.la-obs2-mha-block-diagonal-low-rank",
+                   "multi-head.la-intro-mha-block-diagonal-low-rank")
 @given(layout=head_layouts(kv_sharing=False), n=st.integers(1, 5), seed=seeds())
 def test_block_diagonal_rank_is_the_sum_of_head_ranks_and_each_head_term_has_rank_at_most_d_k(layout, n, seed):
     w = mha_weights(layout, seed)
@@ -226,3 +230,78 @@ def test_block_diagonal_rank_is_the_sum_of_head_ranks_and_each_head_term_has_ran
     for i, (a, wv, wo) in enumerate(zip(attn, wvs, w["w_o"].split(layout.d_head, dim=0))):
         r = int(torch.linalg.matrix_rank(a @ x @ wv @ wo))  # head i's contribution to Y: (n, d)
         claim_assert(r <= min(n, layout.d_head), "a head's term exceeds rank min(n, d_k)", head=i, rank=r)
+
+
+# --- spectral.txt lines 370-384: "multi-head as a direct sum" -------------------------------------------------------
+
+def _concat_and_direct_sum(layout, n, seed):
+    w = mha_weights(layout, seed)
+    x = gaussian(seed + 7, n, layout.d_model)
+    heads = [a @ vi for a, vi in zip(_attention_matrices(x, w, layout), (x @ w["w_v"]).split(layout.d_head, -1))]
+    return torch.cat(heads, dim=-1), torch.block_diag(*heads)  # (n, h d_v) and (h n, h d_v)
+
+
+@pytest.mark.claim("spectral.multihead-as-block-diagonal-direct-sum")
+@refutes(reason="two heads of width 1 and one token: with one head the direct sum is the head itself")
+def test_multi_head_output_is_the_direct_sum_of_the_heads_a_i_v_i():
+    layout = HeadLayout(2, 2, 2, 1)
+    concat, direct_sum = _concat_and_direct_sum(layout, 1, 0)
+    claim_assert(concat.shape == direct_sum.shape and torch.allclose(concat, direct_sum, rtol=0, atol=1e-12),
+                 "Concat(A_1 V_1, ..., A_h V_h) is not the direct sum of the A_i V_i",
+                 concat_shape=tuple(concat.shape), direct_sum_shape=tuple(direct_sum.shape), h=layout.n_heads)
+
+
+@pytest.mark.claim("spectral.multihead-as-block-diagonal-direct-sum")
+@given(layout=head_layouts(kv_sharing=False), n=st.integers(1, 4), seed=seeds())
+def test_summing_the_direct_sums_row_blocks_gives_the_concatenation(layout, n, seed):
+    concat, direct_sum = _concat_and_direct_sum(layout, n, seed)
+    summed = direct_sum.reshape(layout.n_heads, n, -1).sum(0)  # (1_h^T kron I_n) (direct sum): (n, h d_v)
+    assert_equal_up_to_rounding(summed, concat, "(1^T kron I_n) (direct sum of A_i V_i) != Concat(A_i V_i)")
+
+
+def _jacobians(layout, n, seed):
+    """J of Y = MHA(X) and of each head's term head_i W_O^(i), as (n d, n d) matrices; also J of Concat(heads)."""
+    w = mha_weights(layout, seed)
+    x = gaussian(seed + 7, n, layout.d_model)
+    nd = n * layout.d_model
+    wqs, wks, wvs = _per_head(w, layout)
+    w_os = w["w_o"].split(layout.d_head, dim=0)
+    head = lambda i: lambda x: scaled_dot_product(x @ wqs[i], x @ wks[i], x @ wvs[i])  # noqa: E731
+    full = jacobian(lambda x: multi_head_attention(x, x, w["w_q"], w["w_k"], w["w_v"], w["w_o"], layout.n_heads), x)
+    terms = [jacobian(lambda x, i=i: head(i)(x) @ w_os[i], x).reshape(nd, nd) for i in range(layout.n_heads)]
+    concat = jacobian(lambda x: torch.cat([head(i)(x) for i in range(layout.n_heads)], -1), x)
+    return full.reshape(nd, nd), terms, concat  # concat: (n, h d_v, n, d)
+
+
+@pytest.mark.claim("spectral.multihead-jacobian-block-diagonal")
+@refutes(reason="two heads of width 1 and one token: with one head there is no off-diagonal block")
+def test_multi_head_jacobian_is_block_diagonal_over_heads():
+    layout = HeadLayout(2, 2, 2, 1)
+    _, _, concat = _jacobians(layout, 1, 0)
+    dk = layout.d_head
+    off = max((concat[:, i * dk:(i + 1) * dk, :, j * dk:(j + 1) * dk].abs().max().item()
+               for i in range(layout.n_heads) for j in range(layout.n_heads) if i != j), default=0.0)
+    claim_assert(off == 0.0, "head i's output depends on input features outside block i: J is not block diagonal",
+                 largest_off_block_entry=off, h=layout.n_heads)
+
+
+@pytest.mark.claim("spectral.multihead-jacobian-block-diagonal", "spectral.multihead-spectrum-union-of-heads")
+@given(layout=head_layouts(max_heads=3, max_d_head=2, kv_sharing=False), n=st.integers(1, 3), seed=seeds())
+def test_multi_head_jacobian_is_the_sum_of_the_heads_jacobians_and_only_the_trace_adds_up(layout, n, seed):
+    full, terms, _ = _jacobians(layout, n, seed)
+    assert_equal_up_to_rounding(full, sum(terms), "J_mha != sum_i J(head_i W_O^(i))")
+    eig_sum = torch.linalg.eigvals(full).sum()
+    union_sum = sum(torch.linalg.eigvals(t).sum() for t in terms)
+    assert_equal_up_to_rounding(torch.view_as_real(eig_sum), torch.view_as_real(union_sum),
+                                "sum of J_mha's eigenvalues != sum over the heads' eigenvalues")
+
+
+@pytest.mark.claim("spectral.multihead-spectrum-union-of-heads")
+@refutes(reason="two heads of width 1 and one token: with one head J_mha is that head's Jacobian")
+def test_multi_head_jacobian_eigenvalues_are_the_union_of_the_heads_eigenvalues():
+    full, terms, _ = _jacobians(HeadLayout(2, 2, 2, 1), 1, 0)
+    eig = torch.linalg.eigvals(full)
+    union = torch.cat([torch.linalg.eigvals(t) for t in terms])
+    distance = (eig[:, None] - union[None, :]).abs().min(dim=1).values.max().item()
+    claim_assert(distance <= 1e-8, "an eigenvalue of J_mha is not an eigenvalue of any head's Jacobian",
+                 distance=distance, eigenvalues_re_im=torch.view_as_real(eig), union_re_im=torch.view_as_real(union))

@@ -43,7 +43,7 @@ def test_mha_has_4_d_squared_weights_plus_4_d_biases_in_torch_multihead_attentio
                  "torch.nn.MultiheadAttention does not hold 4 d^2 (+ 4 d) parameters", counted=counted, d=d, h=h)
 
 
-@pytest.mark.claim("multi-head.la-obs3-attention-params-4d2")
+@pytest.mark.claim("multi-head.la-obs3-attention-params-4d2", "multi-head.param-comparable-single-head")
 def test_mha_weights_are_4_d_squared_whatever_the_head_count_symbolically():
     h, d_k = sp.symbols("h d_k", positive=True, integer=True)
     d = h * d_k
@@ -78,7 +78,7 @@ def test_ffn_weights_are_8_d_squared_exactly_when_d_ff_is_4_d_symbolically():
                  solutions=str(swiglu))
 
 
-@pytest.mark.claim("architecture.post-norm-formula", "architecture.pre-norm-formula")
+@pytest.mark.claim("architecture.la-obs3-ffn-two-thirds-params")
 @given(layout=head_layouts(kv_sharing=False), d_ff=st.integers(1, 32), bias=st.booleans())
 def test_layer_formulas_count_our_and_torchs_encoder_and_decoder_layers(layout, d_ff, bias):
     d, h = layout.d_model, layout.n_heads
@@ -160,7 +160,9 @@ def test_ffn_share_of_llama3_8b():
 
 # --- LLaMA 3 8B --------------------------------------------------------------------------------------------------
 
-@pytest.mark.claim("architecture.index-llama3-8b-total-about-8b-params")
+@pytest.mark.claim("architecture.index-llama3-8b-total-about-8b-params", "architecture.index-llama3-8b-32-layers",
+                   "architecture.index-llama3-8b-dmodel-4096", "multi-head.index-llama3-8b-32-query-heads",
+                   "multi-head.index-llama3-8b-8-kv-heads", "architecture.index-llama3-8b-dff-14336")
 def test_llama3_8b_configuration_implies_the_published_8_03b_parameters():
     with torch.device("meta"):  # shapes only: no memory for 8 billion parameters
         model = DecoderOnlyModel(**LLAMA3_8B.model_kwargs())
@@ -176,7 +178,7 @@ def test_llama3_8b_configuration_implies_the_published_8_03b_parameters():
     claim_assert(round(tied / 1e9, 2) != LLAMA3_8B_PUBLISHED_BILLIONS, "tied embeddings also give 8.03B", tied=tied)
 
 
-@pytest.mark.claim("multi-head.index-llama3-8b-8-kv-heads")
+@pytest.mark.claim("multi-head.index-checklist-gqa-for-large-models")
 @given(layout=head_layouts(), n_layers=st.integers(1, 4), seq_len=st.integers(1, 64))
 def test_gqa_divides_the_kv_cache_and_kv_projections_by_h_over_g(layout, n_layers, seq_len):
     mha = pc.kv_cache_elements(n_layers, layout.n_heads, layout.d_head, seq_len)
@@ -185,3 +187,23 @@ def test_gqa_divides_the_kv_cache_and_kv_projections_by_h_over_g(layout, n_layer
     kv = lambda g: count(MultiHeadAttention(layout.d_model, layout.n_heads, g, bias=False).w_k) * 2  # noqa: E731
     claim_assert(Fraction(kv(layout.n_heads), kv(layout.n_kv_heads)) == layout.group,
                  "K, V projection ratio != h / g", layout=layout)
+
+
+@pytest.mark.claim("multi-head.index-stack-gqa-mainstream", "architecture.index-stack-swiglu-mainstream-gelu-alternative",
+                   "architecture.index-modern-stack-components")
+def test_llama3_8b_total_needs_gqa_and_the_three_matrix_swiglu_ffn():
+    c = LLAMA3_8B
+    embeddings = 2 * c.vocab_size * c.d_model + c.d_model  # embedding, untied head, final norm
+    norms = 2 * pc.rms_norm_params(c.d_model)
+    variants = {
+        "GQA + SwiGLU (the index)": c.n_params(),
+        "MHA + SwiGLU": embeddings + c.n_layers * (pc.attention_params(c.d_model, c.n_heads)
+                                                  + pc.swiglu_ffn_params(c.d_model, c.d_ff) + norms),
+        "GQA + two-matrix GELU FFN": embeddings + c.n_layers * (pc.attention_params(c.d_model, c.n_heads, c.n_kv_heads)
+                                                               + pc.ffn_params(c.d_model, c.d_ff, bias=False) + norms),
+    }
+    billions = {k: round(v / 1e9, 2) for k, v in variants.items()}
+    record("llama3_8b_variants_billions", billions)
+    matching = [k for k, b in billions.items() if b == LLAMA3_8B_PUBLISHED_BILLIONS]
+    claim_assert(matching == ["GQA + SwiGLU (the index)"], "the published 8.03B does not single out GQA + SwiGLU",
+                 **billions)

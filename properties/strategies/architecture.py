@@ -6,12 +6,17 @@ Hypothesis choosing the shapes (which shrink) and the seed is the useful search 
 """
 from __future__ import annotations
 
+import functools
+import sys
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert
+from claimcheck.registry import Registry, load_registry
+from claimcheck.snippets import SnippetRun, project_root, run_snippet
 from properties.strategies.core import seeds
 
 EPS64 = 2.0**-52
@@ -37,9 +42,9 @@ class HeadLayout:
 
 @st.composite
 def head_layouts(draw, max_heads: int = 6, max_d_head: int = 5, kv_sharing: bool = True,
-                 d_head_is_d_over_h: bool = True) -> HeadLayout:
+                 d_head_is_d_over_h: bool = True, min_heads: int = 1) -> HeadLayout:
     """A head layout: MHA, or with ``kv_sharing`` any GQA (MQA included) with g dividing h."""
-    h = draw(st.integers(1, max_heads), label="n_heads")
+    h = draw(st.integers(min_heads, max(min_heads, max_heads)), label="n_heads")
     g = draw(st.sampled_from([k for k in range(1, h + 1) if h % k == 0]), label="n_kv_heads") if kv_sharing else h
     d_head = draw(st.integers(1, max_d_head), label="d_head")
     d_model = h * d_head if d_head_is_d_over_h else draw(st.integers(1, 12), label="d_model")
@@ -83,4 +88,36 @@ def batch_lengths(max_batch: int = 2, max_len: int = 6) -> st.SearchStrategy[tup
     return st.tuples(st.integers(1, max_batch), st.integers(1, max_len))
 
 
-__all__ = ["IDENTITY_RTOL", "HeadLayout", "assert_equal_up_to_rounding", "batch_lengths", "gaussian", "head_layouts", "mha_weights", "seeded_module", "seeds"]
+@functools.cache
+def _registry() -> Registry:
+    return load_registry(project_root() / "claims.yaml")
+
+
+def printed(claim_id: str) -> SnippetRun:
+    """A fresh run of the snippet of ``claim_id`` (its ``requires`` first); the registry is parsed once."""
+    return run_snippet(claim_id, registry=_registry())
+
+
+def locals_at_return(function: Callable, call: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
+    """Run ``call()`` and return its result and the local variables of ``function`` when it last returned.
+
+    Lets a test read the intermediate tensors of a printed ``forward`` (their shapes) without copying its code.
+    """
+    code, seen = function.__code__, {}
+
+    def watch(frame, event, arg):
+        if event == "return" and frame.f_code is code:
+            seen.clear()
+            seen.update(frame.f_locals)
+
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        result = call()
+    finally:
+        sys.setprofile(previous)
+    return result, seen
+
+
+__all__ = ["IDENTITY_RTOL", "HeadLayout", "assert_equal_up_to_rounding", "batch_lengths", "gaussian", "head_layouts", "locals_at_return", "mha_weights", "printed",
+           "seeded_module", "seeds"]
