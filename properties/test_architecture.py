@@ -376,8 +376,8 @@ def test_printed_transformer_block_forward_runs():
     claim_assert(error is None, "TransformerBlock.forward does not run as printed", error=error)
 
 
-@pytest.mark.claim("architecture.snippet-la-transformer-block-forward", "architecture.la-intro-ffn-two-matmuls",
-                   "architecture.la-ffn-up-act-down")
+@pytest.mark.claim("architecture.snippet-la-transformer-block-forward", "architecture.transformerblock-matches-line24-flow",
+                   "architecture.la-intro-ffn-two-matmuls", "architecture.la-ffn-up-act-down")
 @given(layout=layouts, d_ff=d_ffs, bn=batch_lengths(), seed=seeds())
 def test_repaired_transformer_block_adds_attention_then_ffn_of_ln2(layout, d_ff, bn, seed):
     d = layout.d_model

@@ -172,8 +172,8 @@ def _attention_matrices(x: torch.Tensor, w: dict, layout: HeadLayout) -> torch.T
 
 @pytest.mark.claim("multi-head.la-obs2-blockdiag-formula", "multi-head.la-obs2-mha-block-diagonal-low-rank",
                    "multi-head.la-intro-mha-block-diagonal-low-rank")
-@refutes(reason="n = d = h = 1, the only size where the product is defined without d = h n by accident being needed "
-                "(for d != h n it is undefined); its value still differs from multi-head attention")
+@refutes(reason="n = d = h = 1, the smallest case and one where the product is even defined (that needs d = h n; "
+                "otherwise the shapes do not compose); its value still differs from multi-head attention")
 def test_mha_is_x_wq_blockdiag_of_attention_matrices_wv_transposed_wo():
     layout, n, seed = HeadLayout(1, 1, 1, 1), 1, 0
     w = mha_weights(layout, seed)
