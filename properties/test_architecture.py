@@ -24,10 +24,9 @@ from claimcheck.snippets import project_root
 from claimcheck.sources import load_sources
 from impl import param_counts as pc
 from impl.blocks import DecoderLayer, EncoderLayer, post_norm, pre_norm
-from impl.ffn import FeedForward, SwiGLUFeedForward, gelu, silu, swiglu
+from impl.ffn import SwiGLUFeedForward, gelu, silu, swiglu
 from impl.multihead import (MultiHeadAttention, causal_mask, column_blocks, multi_head_attention,
                             multi_head_attention_by_heads)
-from impl.norms import LayerNorm
 from properties.strategies.architecture import (HeadLayout, assert_equal_up_to_rounding, batch_lengths, gaussian,
                                                 head_layouts, locals_at_return, mha_weights, printed, seeded_module,
                                                 seeds)
@@ -66,8 +65,9 @@ def _split_in_proj(state: dict) -> dict:
 _FROM_TORCH = {"out_proj": "w_o", "multihead_attn": "cross_attn", "linear1": "ffn.up", "linear2": "ffn.down"}
 
 
-@pytest.mark.claim("architecture.post-norm-formula", "architecture.pre-norm-formula", "architecture.la-prenorm-definition",
-                   "architecture.la-block-residual-x1", "architecture.la-block-ffn-residual-x2")
+@pytest.mark.claim("architecture.post-norm-formula", "architecture.pre-norm-formula",
+                   "architecture.la-prenorm-definition", "architecture.la-block-residual-x1",
+                   "architecture.la-block-ffn-residual-x2")
 @given(layout=layouts, d_ff=d_ffs, bn=batch_lengths(), seed=seeds(), placement=placements)
 def test_pre_and_post_norm_layers_are_torchs_norm_first_and_original_layers(layout, d_ff, bn, seed, placement):
     (b, n), d, h = bn, layout.d_model, layout.n_heads
@@ -133,8 +133,9 @@ def test_pre_norm_stack_output_is_its_input_plus_the_sum_of_every_sublayers_upda
 
 
 @pytest.mark.claim("architecture.la-prenorm-additive-decoupled-updates")
-@refutes(reason="two layers (one has no layer below), one head, d_ff = 1, two tokens, and d = 3, the smallest width "
-                "at which LayerNorm passes more than a sign on (d = 1 maps every token to beta, d = 2 to +-gamma + beta)")
+@refutes(reason="two layers (one has no layer below), one head, d_ff = 1, two tokens, and d = 3, the smallest "
+                "width at which LayerNorm passes more than a sign on (d = 1 maps every token to beta, d = 2 to "
+                "+-gamma + beta)")
 def test_pre_norm_layer_updates_are_decoupled_from_the_layers_below():
     layers = _stack(HeadLayout(3, 1, 1, 3), 1, 2, 0)
     x0 = gaussian(9, 1, 2, 3)
@@ -376,15 +377,16 @@ def test_printed_transformer_block_forward_runs():
     claim_assert(error is None, "TransformerBlock.forward does not run as printed", error=error)
 
 
-@pytest.mark.claim("architecture.snippet-la-transformer-block-forward", "architecture.transformerblock-matches-line24-flow",
-                   "architecture.la-intro-ffn-two-matmuls", "architecture.la-ffn-up-act-down")
+@pytest.mark.claim("architecture.snippet-la-transformer-block-forward",
+                   "architecture.transformerblock-matches-line24-flow", "architecture.la-intro-ffn-two-matmuls",
+                   "architecture.la-ffn-up-act-down")
 @given(layout=layouts, d_ff=d_ffs, bn=batch_lengths(), seed=seeds())
 def test_repaired_transformer_block_adds_attention_then_ffn_of_ln2(layout, d_ff, bn, seed):
     d = layout.d_model
     block = _printed_block(d, layout.n_heads, d_ff, seed, repaired=True)
     linears = [m for m in block.ffn if isinstance(m, nn.Linear)]
-    claim_assert(len(linears) == 2 and (linears[0].in_features, linears[0].out_features) == (d, d_ff)
-                 and (linears[1].in_features, linears[1].out_features) == (d_ff, d) and isinstance(block.ffn[1], nn.GELU),
+    shapes = [(m.in_features, m.out_features) for m in linears]
+    claim_assert(shapes == [(d, d_ff), (d_ff, d)] and isinstance(block.ffn[1], nn.GELU),
                  "the FFN is not two matrix products d -> d_ff -> d around an activation", ffn=repr(block.ffn))
     x = gaussian(seed + 1, *bn, d)
     with torch.no_grad():

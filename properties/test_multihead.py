@@ -8,16 +8,16 @@ The reference is :mod:`impl.multihead`; ``torch.nn.MultiheadAttention`` and
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.autograd.functional import jacobian
 from hypothesis import given
 from hypothesis import strategies as st
+from torch.autograd.functional import jacobian
 
 from claimcheck import claim_assert, refutes
 from impl.multihead import (causal_mask, column_blocks, multi_head_attention, multi_head_attention_by_heads,
-                            repeat_kv, scaled_dot_product, split_heads)
+                            repeat_kv, scaled_dot_product)
 from impl.softmax import stable_softmax
 from properties.strategies.architecture import (HeadLayout, assert_equal_up_to_rounding, batch_lengths, gaussian,
-                                                head_layouts, mha_weights, seeds)
+                                                head_layouts, mha_weights, seeded_module, seeds)
 
 
 def _per_head(w: dict, layout: HeadLayout) -> tuple[list, list, list]:
@@ -39,7 +39,7 @@ def _head_outputs(x: torch.Tensor, w: dict, layout: HeadLayout) -> list[torch.Te
 @given(layout=head_layouts(kv_sharing=False), bn=batch_lengths(), seed=seeds(), cross=st.booleans())
 def test_the_per_head_definition_computes_torch_multihead_attention(layout, bn, seed, cross):
     (b, n), d = bn, layout.d_model
-    mha = torch.nn.MultiheadAttention(d, layout.n_heads, bias=False, batch_first=True).double().eval()
+    mha = seeded_module(torch.nn.MultiheadAttention(d, layout.n_heads, bias=False, batch_first=True), seed + 2).eval()
     x_q = gaussian(seed, b, n, d)
     x_kv = gaussian(seed + 1, b, n + 1, d) if cross else x_q
     w_q, w_k, w_v = (w.T for w in mha.in_proj_weight.detach().chunk(3))  # paper convention (d, h d_k)
@@ -140,8 +140,9 @@ def test_sharing_changes_the_rank_of_each_heads_w_qk():
     unshared = mha_weights(HeadLayout(2, 2, 2, 1), 3)
     own_ranks = _w_qk_ranks(wqs, column_blocks(unshared["w_k"], 2))
     ranks = {"keys_shared (MQA)": _w_qk_ranks(wqs, wks), "W_K = W_Q": _w_qk_ranks(wqs, wqs)}
-    claim_assert(all(r != own_ranks for r in ranks.values()), "sharing leaves every head's rank(W_Q^i W_K^i^T) unchanged",
-                 layout=layout, unshared=own_ranks, **ranks)
+    claim_assert(all(r != own_ranks for r in ranks.values()),
+                 "sharing leaves every head's rank(W_Q^i W_K^i^T) unchanged", layout=layout, unshared=own_ranks,
+                 **ranks)
 
 
 @pytest.mark.claim("multi-head.qk-sharing-changes-wqk-rank")

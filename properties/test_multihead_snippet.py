@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from claimcheck import claim_assert, refutes
 from impl import param_counts as pc
 from impl.multihead import MultiHeadAttention
-from properties.strategies.architecture import (HeadLayout, assert_equal_up_to_rounding, batch_lengths, gaussian, head_layouts,
-                                                locals_at_return, printed, seeded_module, seeds)
+from properties.strategies.architecture import (HeadLayout, assert_equal_up_to_rounding, batch_lengths, gaussian,
+                                                head_layouts, locals_at_return, printed, seeded_module, seeds)
 
 
 @functools.cache

@@ -86,10 +86,11 @@ def test_layer_formulas_count_our_and_torchs_encoder_and_decoder_layers(layout, 
     # torch's bias=False also drops the LayerNorms' beta (d each: 2 norms per encoder, 3 per decoder layer)
     torch_enc, torch_dec = enc - (0 if bias else 2 * d), dec - (0 if bias else 3 * d)
     for norm_first, residual in ((True, pre_norm), (False, post_norm)):
+        kw = dict(bias=bias, norm_first=norm_first)
         counts = {"ours_encoder": count(EncoderLayer(d, h, d_ff, residual, bias)),
-                  "torch_encoder": count(torch.nn.TransformerEncoderLayer(d, h, d_ff, bias=bias, norm_first=norm_first)),
+                  "torch_encoder": count(torch.nn.TransformerEncoderLayer(d, h, d_ff, **kw)),
                   "ours_decoder": count(DecoderLayer(d, h, d_ff, residual, bias)),
-                  "torch_decoder": count(torch.nn.TransformerDecoderLayer(d, h, d_ff, bias=bias, norm_first=norm_first))}
+                  "torch_decoder": count(torch.nn.TransformerDecoderLayer(d, h, d_ff, **kw))}
         claim_assert(counts["ours_encoder"] == enc and counts["torch_encoder"] == torch_enc
                      and counts["ours_decoder"] == dec and counts["torch_decoder"] == torch_dec,
                      "layer counts differ from the formulas", **counts, encoder_formula=enc, decoder_formula=dec,
@@ -189,7 +190,8 @@ def test_gqa_divides_the_kv_cache_and_kv_projections_by_h_over_g(layout, n_layer
                  "K, V projection ratio != h / g", layout=layout)
 
 
-@pytest.mark.claim("multi-head.index-stack-gqa-mainstream", "architecture.index-stack-swiglu-mainstream-gelu-alternative",
+@pytest.mark.claim("multi-head.index-stack-gqa-mainstream",
+                   "architecture.index-stack-swiglu-mainstream-gelu-alternative",
                    "architecture.index-modern-stack-components")
 def test_llama3_8b_total_needs_gqa_and_the_three_matrix_swiglu_ffn():
     c = LLAMA3_8B

@@ -119,5 +119,5 @@ def locals_at_return(function: Callable, call: Callable[[], Any]) -> tuple[Any, 
     return result, seen
 
 
-__all__ = ["IDENTITY_RTOL", "HeadLayout", "assert_equal_up_to_rounding", "batch_lengths", "gaussian", "head_layouts", "locals_at_return", "mha_weights", "printed",
-           "seeded_module", "seeds"]
+__all__ = ["IDENTITY_RTOL", "HeadLayout", "assert_equal_up_to_rounding", "batch_lengths", "gaussian", "head_layouts",
+           "locals_at_return", "mha_weights", "printed", "seeded_module", "seeds"]
