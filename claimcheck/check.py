@@ -116,7 +116,7 @@ def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Cl
     tests = {t.nodeid: t for t in property_tests(root)}
     benches = benchmarks(root)
     for t in tests.values():
-        if not t.claims:
+        if not t.claims and not t.per_claim:
             problems.append(Problem(t.file, t.line, None,
                                     f"{t.nodeid} is tagged with no claim (add @pytest.mark.claim(...))"))
         for cid in t.claims:
@@ -135,6 +135,12 @@ def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Cl
             test = tests.get(ev.split("[")[0])
             if test is None:
                 problems.append(Problem(reg, c.line_of("evidence"), c.id, f"evidence names unknown test '{ev}'"))
+            elif test.per_claim:
+                if ev != f"{test.nodeid}[{c.id}]":
+                    problems.append(Problem(reg, c.line_of("evidence"), c.id,
+                                            f"'{test.nodeid}' runs one case per claim: name it as '{test.nodeid}[{c.id}]'"))
+                else:
+                    named_tests.append(test)
             elif c.id not in test.claims:
                 problems.append(Problem(reg, c.line_of("evidence"), c.id,
                                         f"evidence names '{ev}', which is not tagged with this claim"))
