@@ -109,7 +109,10 @@ def _error_ratio_svg(ratios: list[tuple[str, list[float]]], salt: str) -> str:
     fig, ax = _figure(height=0.6 + 0.35 * len(ratios))
     labels = [k for k, _ in ratios]
     data = [v for _, v in ratios]
-    ax.boxplot(data, vert=False, widths=0.5, showfliers=False)
+    try:  # matplotlib >= 3.10 says orientation=; older releases only know vert=
+        ax.boxplot(data, orientation="horizontal", widths=0.5, showfliers=False)
+    except TypeError:
+        ax.boxplot(data, vert=False, widths=0.5, showfliers=False)
     for i, values in enumerate(data, start=1):
         jitter = [i + 0.15 * (((j * 0.618) % 1) - 0.5) for j in range(len(values))]
         ax.scatter(values, jitter, s=6, alpha=0.6)
