@@ -17,6 +17,9 @@ class TestFunction:
     line: int
     claims: tuple[str, ...]
     refutation: bool
+    # parametrized from the registry (``@pytest.mark.claims_from_registry``): one case per claim,
+    # named in evidence as ``nodeid[<claim id>]``
+    per_claim: bool = False
 
 
 def _call_name(node: ast.expr) -> str:
@@ -42,16 +45,23 @@ def _module_claims(tree: ast.Module) -> list[str]:
     return []
 
 
-def _function(node: ast.FunctionDef, nodeid: str, file: str, inherited: list[str]) -> TestFunction:
+def _function(node: ast.FunctionDef, nodeid: str, file: str, inherited: list[str],
+              names: dict[str, ast.expr]) -> TestFunction:
     claims = list(inherited)
-    refutation = False
+    refutation = per_claim = False
     for deco in node.decorator_list:
-        ids = _claim_args(deco)
-        if ids is not None:
-            claims.extend(i for i in ids if i not in claims)
+        # claim marks on the test itself, or on its parameters (pytest.param(..., marks=mark.claim(id))),
+        # also when the parameters are a module-level list named in the decorator
+        parts = [deco] + [names[n.id] for n in ast.walk(deco) if isinstance(n, ast.Name) and n.id in names]
+        for sub in (s for p in parts for s in ast.walk(p)):
+            ids = _claim_args(sub)
+            if ids is not None:
+                claims.extend(i for i in ids if i not in claims)
         if _call_name(deco) == "refutes":
             refutation = True
-    return TestFunction(nodeid, file, node.lineno, tuple(claims), refutation)
+        if _call_name(deco) in ("mark.claims_from_registry", "claims_from_registry"):
+            per_claim = True
+    return TestFunction(nodeid, file, node.lineno, tuple(claims), refutation, per_claim)
 
 
 def property_tests(root: Path, folder: str = "properties") -> list[TestFunction]:
@@ -61,14 +71,16 @@ def property_tests(root: Path, folder: str = "properties") -> list[TestFunction]
         rel = path.relative_to(root).as_posix()
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
         module = _module_claims(tree)
+        names = {t.id: stmt.value for stmt in tree.body if isinstance(stmt, ast.Assign)
+                 for t in stmt.targets if isinstance(t, ast.Name)}
         for stmt in tree.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name.startswith("test"):
-                found.append(_function(stmt, f"{rel}::{stmt.name}", rel, module))
+                found.append(_function(stmt, f"{rel}::{stmt.name}", rel, module, names))
             elif isinstance(stmt, ast.ClassDef) and stmt.name.startswith("Test"):
                 inherited = module + [i for d in stmt.decorator_list for i in (_claim_args(d) or [])]
                 for sub in stmt.body:
                     if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name.startswith("test"):
-                        found.append(_function(sub, f"{rel}::{stmt.name}::{sub.name}", rel, inherited))
+                        found.append(_function(sub, f"{rel}::{stmt.name}::{sub.name}", rel, inherited, names))
     return found
 
 

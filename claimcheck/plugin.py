@@ -11,6 +11,7 @@ summary is printed. Evidence that disagrees with a recorded verdict is a *mismat
 """
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "claim(*ids): the test is evidence for these claim ids in claims.yaml")
+    config.addinivalue_line(
+        "markers",
+        "claims_from_registry(**fields): run the test once per registry claim whose fields match "
+        "(e.g. kind='code-snippet', verdict='holds'), passing its id as the `claim_id` argument",
+    )
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) aggregates
         config.pluginmanager.register(_Aggregator(config), "claimcheck-aggregator")
 
@@ -47,6 +53,31 @@ def _claim_ids(item: pytest.Item) -> list[str]:
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.claim needs one or more claim ids as strings")
         ids.extend(a for a in mark.args if a not in ids)
     return ids
+
+
+def _registry(config: pytest.Config):
+    cached = getattr(config, "_claimcheck_registry", None)
+    if cached is None:
+        path = Path(config.getoption("claims_registry") or Path(str(config.rootpath)) / "claims.yaml")
+        try:
+            cached = load_registry(path)
+        except RegistryError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+        config._claimcheck_registry = cached
+    return cached
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    mark = metafunc.definition.get_closest_marker("claims_from_registry")
+    if mark is None:
+        return
+    if "claim_id" not in metafunc.fixturenames:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: claims_from_registry needs a `claim_id` argument")
+    registry = _registry(metafunc.config)
+    chosen = [c.id for c in registry.claims if all(getattr(c, k) == v for k, v in mark.kwargs.items())]
+    metafunc.parametrize(
+        "claim_id", [pytest.param(cid, id=cid, marks=pytest.mark.claim(cid)) for cid in chosen]
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -66,6 +97,7 @@ def pytest_runtest_call(item: pytest.Item):
     original = getattr(handle, "inner_test", None)
     if original is not None:  # count the examples Hypothesis runs (shrinking included)
 
+        @functools.wraps(original)  # Hypothesis prints the failing call under this name
         def counted(*args: Any, **kwargs: Any) -> Any:
             counter[0] += 1
             return original(*args, **kwargs)
@@ -120,14 +152,9 @@ class _Aggregator:
         if not self.outcomes:
             return  # no claim evidence ran (e.g. the suite's own tests): leave results alone
         root = Path(str(self.config.rootpath))
-        registry_path = Path(self.config.getoption("claims_registry") or root / "claims.yaml")
-        try:
-            registry = load_registry(registry_path)
-        except RegistryError as exc:
-            raise pytest.UsageError(str(exc)) from exc
+        registry = _registry(self.config)
         observed = observe_all(registry, list(self.outcomes.values()))
         results_path = Path(self.config.getoption("claims_results") or root / "results" / "claims-results.json")
-        import hypothesis
 
         self.results = write_results(
             results_path,
@@ -135,7 +162,7 @@ class _Aggregator:
             observed,
             list(self.outcomes.values()),
             meta={
-                "profile": hypothesis.settings._current_profile,
+                "profile": _profile_name(),
                 "seconds": round(time.time() - self.started, 2),
                 "workers": getattr(self.config.option, "numprocesses", None) or 0,
             },
@@ -154,3 +181,10 @@ class _Aggregator:
             if row["status"] in ("mismatch", "error"):
                 tr.write_line(f"{row['status'].upper()} {row['id']}: {row['detail']}", red=True)
         tr.write_line("claims: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f"  ({self.results_path})")
+
+
+def _profile_name() -> str | None:
+    from hypothesis import settings
+
+    getter = getattr(settings, "get_current_profile_name", None)
+    return getter() if getter else getattr(settings, "_current_profile", None)

@@ -146,7 +146,7 @@ def _section_of(doc: Any, line: int) -> dict[str, Any]:
 
 
 def _outcome(test: dict) -> dict:
-    keep = ("nodeid", "kind", "outcome", "message", "examples", "figures", "seconds", "counterexample")
+    keep = ("nodeid", "kind", "outcome", "summary", "message", "examples", "figures", "seconds", "counterexample")
     return {k: test.get(k) for k in keep}
 
 

@@ -5,10 +5,14 @@ import pytest
 
 from claimcheck import claim_assert, record
 
-# foundations.txt lines 747-750: (sequence length, standard PPL, critical-scaling PPL, printed improvement %),
-# as printed: the number of decimals printed tells how much each figure was rounded.
-LLAMA2_ROWS = [("4K", "5.47", "5.47", "0"), ("8K", "9.21", "6.12", "33.5"), ("16K", "25.3", "7.45", "70.6"),
-               ("32K", "89.7", "9.83", "89.0")]
+# foundations.txt lines 747-750: standard PPL, critical-scaling PPL and improvement %, as printed
+# (the number of decimals printed tells how much each figure was rounded).
+LLAMA2_ROWS = [
+    pytest.param("5.47", "5.47", "0", id="4K", marks=pytest.mark.claim("long-context.llama2-7b-ppl-4k-improvement")),
+    pytest.param("9.21", "6.12", "33.5", id="8K", marks=pytest.mark.claim("long-context.llama2-7b-ppl-8k-improvement")),
+    pytest.param("25.3", "7.45", "70.6", id="16K", marks=pytest.mark.claim("long-context.llama2-7b-ppl-16k-improvement")),
+    pytest.param("89.7", "9.83", "89.0", id="32K", marks=pytest.mark.claim("long-context.llama2-7b-ppl-32k-improvement")),
+]
 
 
 def _half_unit(printed: str) -> float:
@@ -24,15 +28,13 @@ def _improvement_range(standard: str, critical: str) -> tuple[float, float]:
     return min(corners), max(corners)
 
 
-@pytest.mark.claim("long-context.llama2-critical-scaling-ppl-4k", "long-context.llama2-critical-scaling-ppl-8k",
-                   "long-context.llama2-critical-scaling-ppl-16k", "long-context.llama2-critical-scaling-ppl-32k")
-def test_llama2_improvement_column_is_the_relative_ppl_reduction():
-    for length, standard, critical, printed in LLAMA2_ROWS:
-        lo, hi = _improvement_range(standard, critical)
-        record(f"implied improvement % [{length}]", [round(lo, 3), round(hi, 3)])
-        # The PPLs are themselves rounded, so the improvement is only known to an interval; the printed
-        # improvement, itself rounded, must lie within that interval widened by its own half unit.
-        slack = _half_unit(printed)
-        claim_assert(lo - slack <= float(printed) <= hi + slack,
-                     "improvement is not (standard - critical) / standard for any PPLs that round to the table's",
-                     length=length, implied_range=[lo, hi], printed_percent=printed)
+@pytest.mark.parametrize("standard, critical, printed", LLAMA2_ROWS)
+def test_llama2_improvement_is_the_relative_ppl_reduction(standard, critical, printed):
+    lo, hi = _improvement_range(standard, critical)
+    record("implied improvement % (range)", [round(lo, 3), round(hi, 3)])
+    # The PPLs are themselves rounded, so the improvement is only known to an interval; the printed
+    # improvement, itself rounded, must lie within that interval widened by its own half unit.
+    slack = _half_unit(printed)
+    claim_assert(lo - slack <= float(printed) <= hi + slack,
+                 "improvement is not (standard - critical) / standard for any PPLs that round to the table's",
+                 implied_range=[lo, hi], printed_percent=printed)

@@ -1,20 +1,75 @@
-"""Fixtures for the suite's own tests: small projects built in a temporary folder.
+"""Fixtures for the suite's own tests.
 
-``tiny_project`` is a project with the real ``sources/``, a registry of a few claims covering
-every verdict, a ``uses`` chain through a refuted claim, and (optionally) saved results and asv
-results. Tests change any part of it through the returned :class:`Project`.
+* ``project``: a miniature project (sources, registry, evidence) to write registries and property
+  files into;
+* ``tiny_project``: a project with the real ``sources/``, a registry of a few claims covering every
+  verdict, a ``uses`` chain through a refuted claim, saved results and asv results (for the
+  report and the command line). Tests change any part of it through the returned ``Project``.
 """
-from __future__ import annotations
-
 import json
 import shutil
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class MiniProject:
+    """A throw-away copy of the project layout with a registry and property files of our choosing."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        shutil.copytree(ROOT / "sources", root / "sources")
+        (root / "properties").mkdir()
+        (root / "properties" / "__init__.py").write_text("")
+
+    def registry(self, text: str) -> Path:
+        path = self.root / "claims.yaml"
+        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+        return path
+
+    def test_file(self, name: str, text: str) -> Path:
+        path = self.root / "properties" / name
+        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+        return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> MiniProject:
+    return MiniProject(tmp_path)
+
+
+# One claim that is sound on its own: foundations.txt line 85 reads the stable softmax formula.
+GOOD_CLAIM = """
+- id: softmax.shift
+  source: foundations
+  line: 85
+  quote: 'e^{x_i-\\max (x)}'
+  statement: softmax is invariant to subtracting the maximum.
+  topic: softmax
+  kind: identity
+  verdict: holds
+  evidence:
+    - properties/test_a.py::test_shift
+"""
+
+GOOD_TEST = """
+import pytest
+
+@pytest.mark.claim("softmax.shift")
+def test_shift():
+    assert True
+"""
+
+
+# --- the report's sample project -------------------------------------------------------------
+
 
 CLAIMS = [
     {"id": "softmax.row-stochastic", "source": "foundations", "line": 50, "quote": "按行归一化",
@@ -148,7 +203,7 @@ class Project:
 def tiny_project(tmp_path: Path) -> Project:
     """A project with the real sources, the sample registry, its results and asv results."""
     root = tmp_path / "project"
-    shutil.copytree(REPO / "sources", root / "sources")
+    shutil.copytree(ROOT / "sources", root / "sources")
     project = Project(root)
     project.write_claims(CLAIMS)
     project.write_results(sample_results())
