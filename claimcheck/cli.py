@@ -128,7 +128,8 @@ def _run_evidence(args: argparse.Namespace, root: Path, results_path: Path) -> t
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     if args.workers != "0":
         cmd += ["-n", args.workers]
-    say(f"running the evidence (profile {args.profile or env.get('CLAIMS_PROFILE') or 'default'}): {' '.join(cmd)}")
+    profile = args.profile or env.get("CLAIMS_PROFILE") or ("ci" if env.get("CI") else "dev")
+    say(f"running the evidence (profile {profile}): {' '.join(cmd)}")
     before = results_path.stat().st_mtime_ns if results_path.exists() else None
     proc = subprocess.run(cmd, cwd=root, env=env)
     after = results_path.stat().st_mtime_ns if results_path.exists() else None

@@ -233,7 +233,8 @@ def _panel(c: dict, report: dict) -> str:
     if c["snippet"]:
         s = c["snippet"]
         req = (" after " + ", ".join(_claim_link(r, statuses) for r in s["requires"])) if s["requires"] else ""
-        links.append(f"<dt>code</dt><dd>{_e(c['document'])} lines {s['start']}-{s['end']}{req}</dd>")
+        code = f"<pre lang=\"zh\">{_e(s['text'])}</pre>" if s.get("text") else ""
+        links.append(f"<dt>code</dt><dd>{_e(c['document'])} lines {s['start']}-{s['end']}{req}{code}</dd>")
     if links:
         parts.append(f'<h3>Related</h3><dl class="links">{"".join(links)}</dl>\n')
     if c["notes"]:
@@ -253,6 +254,8 @@ def _evidence(c: dict) -> str:
     rows = []
     for o in c["outcomes"]:
         message = f"<details><summary>output</summary><pre>{_e(o['message'])}</pre></details>" if o.get("message") else ""
+        if o.get("summary") and o.get("outcome") != "passed":
+            message = f'<div class="summary">{_e(o["summary"])}</div>' + message
         examples = o.get("examples")
         rows.append(f"<tr><td><code>{_e(o['nodeid'])}</code>{message}</td><td>{_e(o.get('kind') or '')}</td>"
                     f"<td>{_badge('o', o.get('outcome') or 'untested')}</td>"
@@ -371,8 +374,8 @@ def _value_html(value: Any) -> str:
         return f'<div class="tensor">shape {_e(" x ".join(map(str, shape)))}{slices}{more}</div>'
     if isinstance(value, dict):
         return '<dl class="nested">' + "".join(f"<dt>{_e(k)}</dt><dd>{_value_html(v)}</dd>" for k, v in value.items()) + "</dl>"
-    if isinstance(value, str) and ("\n" in value or len(value) > 120):
-        return f"<pre>{_e(value)}</pre>"
+    if isinstance(value, str):
+        return f"<pre>{_e(value)}</pre>" if "\n" in value or len(value) > 120 else f"<code>{_e(value)}</code>"
     return f"<code>{_e(_exact(value) if _is_num(value) else json.dumps(value, ensure_ascii=False))}</code>"
 
 

@@ -76,8 +76,7 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
             "rests_on_refuted": [],
             "same_as": c.same_as,
             "contradicts": list(c.contradicts),
-            "snippet": {"start": c.snippet.start, "end": c.snippet.end,
-                        "requires": list(c.snippet.requires)} if c.snippet else None,
+            "snippet": _snippet(c, doc),
             "notes": c.notes,
         })
     _link(claims)
@@ -134,6 +133,16 @@ def _match_evidence(evidence: tuple[str, ...], tests: dict[str, dict], evidence_
             not_run.append(ev)
         ran += [n for n in found if n not in ran]
     return ran, not_run
+
+
+def _snippet(c: Any, doc: Any) -> dict[str, Any] | None:
+    if not c.snippet:
+        return None
+    try:
+        text = doc.line_range(c.snippet.start, c.snippet.end) if doc is not None else None
+    except ValueError:
+        text = None
+    return {"start": c.snippet.start, "end": c.snippet.end, "requires": list(c.snippet.requires), "text": text}
 
 
 def _section_of(doc: Any, line: int) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def test_text_from_the_registry_is_escaped(tiny_project, data):
     ([[[1, 2], [3, 4]], [[5, 6], [7, 8]]], "shape 2 x 2 x 2"),
     ([0.1, 0.2, 0.30000000000000004], "[0.1, 0.2, 0.30000000000000004]"),
     ({"q": [1.0, 0.0]}, "<dt>q</dt>"),
-    ("not a number", "&quot;not a number&quot;"),
+    ("not a number", "<code>not a number</code>"),
     ([[0.0, 1.0], [-1.0, 0.0]], "eigenvalues (computed for this report): 0 + 1i, 0 - 1i"),
 ])
 def test_values_are_shown_readably(value, expected):

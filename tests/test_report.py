@@ -45,6 +45,9 @@ def test_report_of_this_repository_matches_its_schema():
     data = report.build(load_registry(REPO / "claims.yaml"), load_sources(REPO), results, load_asv_results(REPO))
     validate(data)
     assert len(data["claims"]) == len(load_registry(REPO / "claims.yaml").claims)
+    for c in data["claims"]:
+        if c["snippet"]:  # the printed code travels with the claim, for the reader
+            assert c["snippet"]["text"].count("\n") == c["snippet"]["end"] - c["snippet"]["start"] + 1
 
 
 def test_schema_rejects_an_unknown_status(tiny_project):
