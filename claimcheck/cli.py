@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from claimcheck import report as report_mod
-from claimcheck.asv_results import AsvResults, format_value, load_asv_results
+from claimcheck.asv_results import format_value, load_asv_results
 from claimcheck.check import check
 from claimcheck.registry import SCHEMA as REGISTRY_SCHEMA
 from claimcheck.registry import VERDICTS, RegistryError, load_registry

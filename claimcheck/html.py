@@ -10,14 +10,12 @@ and the panels open even with scripts disabled).
 from __future__ import annotations
 
 import json
-import math
 from html import escape
 from pathlib import Path
 from typing import Any, Callable
 
 from claimcheck import plots
 from claimcheck.asv_results import BenchmarkRun, format_value
-from claimcheck.report import KINDS_WITH_PLOTS
 
 ASSETS = Path(__file__).with_name("assets")
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -288,10 +286,7 @@ def _figures(c: dict) -> str:
 def _plots(c: dict) -> str:
     out = []
     for o in c["outcomes"]:
-        figures = o.get("figures") or []
-        if not figures or not (plots.plottable(figures) or c["kind"] in KINDS_WITH_PLOTS):
-            continue
-        for p in plots.figure_plots(figures, salt=f"{c['id']}-{o['nodeid']}"):
+        for p in plots.figure_plots(o.get("figures") or [], salt=f"{c['id']}-{o['nodeid']}"):
             out.append(f'<figure class="plot">{p.svg}<figcaption>{_e(p.title)} &middot; '
                        f'<code>{_e(o["nodeid"].split("::")[-1])}</code></figcaption></figure>')
     return "<h3>Plots</h3>\n" + "\n".join(out) + "\n" if out else ""

@@ -35,10 +35,6 @@ def split_name(name: str) -> tuple[str, str] | None:
     return (m["family"], m["key"]) if m else None
 
 
-def plottable(figures: list[dict]) -> bool:
-    return any((split_name(f.get("name", "")) or ("", ""))[0] in ("error_ratio", "series") for f in figures)
-
-
 def figure_plots(figures: list[dict], salt: str) -> list[Plot]:
     """The plots for one test's recorded figures (an empty list when none follows a convention)."""
     ratios: list[tuple[str, list[float]]] = []

@@ -28,7 +28,6 @@ from claimcheck.status import STATUSES
 
 REPORT_SCHEMA_VERSION = 2
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
-KINDS_WITH_PLOTS = ("empirical", "complexity")
 REFUTED_VERDICTS = ("fails", "partly")
 
 
