@@ -109,8 +109,10 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 
 def _record_counterexample(exc: ClaimViolation, reason: str | None, searched: bool) -> None:
-    notes = [n for n in getattr(exc, "__notes__", []) if n.strip()]
-    falsifying = "\n".join(n for n in notes if n.startswith(("Falsifying", "    ", ")")))
+    # Hypothesis adds the shrunk failing call as a note ("Falsifying example: ..." in older
+    # releases, "Failing test case: ..." in newer ones); keep that note, not its explanations.
+    notes = getattr(exc, "__notes__", [])
+    falsifying = "\n".join(n for n in notes if n.startswith(("Falsifying example", "Failing test case")))
     _properties().append(
         (
             "claimcheck.counterexample",
