@@ -360,24 +360,31 @@ class _Captured(Exception):
 @pytest.mark.claim("positional.la-transformer-learned-absolute-positions")
 @given(n=st.integers(1, 8), seed=st.integers(0, 2**31 - 1))
 def test_printed_model_input_is_token_plus_learned_position_embedding(n, seed):
-    run = _la_transformer_snippet()
-    torch.manual_seed(seed)
-    model = run.namespace["LinearAlgebraicTransformer"](vocab_size=11, d_model=8, n_heads=2, d_ff=16, n_layers=1,
-                                                         max_seq_len=8).eval()
+    model = _la_transformer()
     seen = {}
 
     def capture(module, args):
         seen["x"] = args[0]
         raise _Captured
 
-    model.blocks[0].register_forward_pre_hook(capture)
+    hook = model.blocks[0].register_forward_pre_hook(capture)
     ids = torch.randint(0, 11, (2, n), generator=_generator(seed))
-    with pytest.raises(_Captured):
-        model(ids)
+    try:
+        with pytest.raises(_Captured):
+            model(ids)
+    finally:
+        hook.remove()
     expected = model.token_emb(ids) + model.pos_emb(torch.arange(n))[None]
     claim_assert(torch.equal(seen["x"], expected), "the first block's input is not token_emb(ids) + pos_emb(pos)", n=n)
     claim_assert(isinstance(model.pos_emb, torch.nn.Embedding) and model.pos_emb.weight.requires_grad,
                  "the position embedding is not a learned table")
+
+
+@functools.lru_cache(maxsize=1)
+def _la_transformer():
+    torch.manual_seed(0)
+    return _la_transformer_snippet().namespace["LinearAlgebraicTransformer"](
+        vocab_size=11, d_model=8, n_heads=2, d_ff=16, n_layers=1, max_seq_len=8).eval()
 
 
 @functools.lru_cache(maxsize=1)
