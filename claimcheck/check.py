@@ -147,6 +147,14 @@ def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Cl
                                         f"evidence names '{ev}', which is not tagged with this claim"))
             else:
                 named_tests.append(test)
+        if c.same_as and c.same_as in ids and not c.evidence:
+            # a repeat is decided by the claim it repeats, not tested twice
+            target = ids[c.same_as]
+            if c.verdict not in ("open", target.verdict):
+                problems.append(Problem(reg, c.line_of("verdict"), c.id,
+                                        f"verdict '{c.verdict}' differs from '{target.verdict}' of the claim it "
+                                        f"repeats ({c.same_as}); give it its own evidence or align the verdicts"))
+            continue
         if c.verdict in DECIDED and not c.evidence:
             problems.append(Problem(reg, c.line_of("verdict"), c.id, f"verdict '{c.verdict}' has no evidence"))
             continue

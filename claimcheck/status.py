@@ -154,6 +154,12 @@ def observe_all(registry: Registry, outcomes: list[Outcome]) -> dict[str, Observ
         for cid in outcome.claims:
             by_claim.setdefault(cid, []).append(outcome)
     observed = {c.id: observe(c, by_claim[c.id]) for c in registry.claims}
+    for c in registry.claims:  # a repeat without evidence of its own shows what its original showed
+        target = registry.get(c.same_as) if c.same_as else None
+        if target is not None and not by_claim[c.id] and c.verdict == target.verdict and c.verdict != "open":
+            original = observed[target.id]
+            observed[c.id] = Observed(original.status, f"same as {target.id}: {original.detail}",
+                                      original.counterexample)
     for cid in by_claim:
         if cid not in observed:  # a test tagged with an id that is not in the registry
             observed[cid] = Observed("error", "evidence names a claim id that is not in the registry")

@@ -14,6 +14,7 @@ REGISTRY = """
 - {id: t.skipped, source: foundations, line: 85, quote: 'max (x)', statement: evidence that is skipped here., topic: softmax, kind: identity, verdict: holds, evidence: [properties/test_claims.py::test_skipped]}
 - {id: t.untested, source: foundations, line: 85, quote: 'max (x)', statement: evidence that was deselected here., topic: softmax, kind: identity, verdict: holds, evidence: [properties/test_other.py::test_not_run]}
 - {id: t.open, source: foundations, line: 85, quote: 'max (x)', statement: not decided yet here., topic: softmax, kind: identity, verdict: open}
+- {id: t.repeat, source: foundations, line: 85, quote: 'max (x)', statement: the first claim again elsewhere., topic: softmax, kind: identity, verdict: holds, same_as: t.holds}
 - {id: t.unverifiable, source: foundations, line: 85, quote: 'max (x)', statement: needs a pretrained model here., topic: softmax, kind: citation, verdict: unverifiable, reason: needs weights that are not available offline.}
 """
 
@@ -110,9 +111,10 @@ def test_statuses_of_every_kind_of_outcome(mini):
         "t.untested": "untested",
         "t.open": "open",
         "t.unverifiable": "unverifiable",
+        "t.repeat": "verified",
     }
     assert result.ret == 1  # mismatches and errors fail the run
-    result.stdout.fnmatch_lines(["*claims: 1 verified, 2 refuted, 1 unverifiable, 1 open, 2 mismatch, 1 error, "
+    result.stdout.fnmatch_lines(["*claims: 2 verified, 2 refuted, 1 unverifiable, 1 open, 2 mismatch, 1 error, "
                                  "1 skipped, 1 untested*"])
 
 
@@ -125,6 +127,7 @@ def test_counterexamples_and_figures_are_recorded(mini):
     built = rows["t.constructed"]["counterexample"]
     assert built["how"] == "constructed" and built["values"] == {"left": 2, "right": 2, "total": 4}
     assert built["reason"] == "the smallest operands of the statement itself"
+    assert rows["t.repeat"]["detail"].startswith("same as t.holds: ")
     assert "skipped" in rows["t.skipped"]["status"] and rows["t.skipped"]["detail"] == "needs CUDA"
     assert "crashed" in rows["t.crash"]["detail"] and "TypeError" in rows["t.crash"]["detail"]
     tests = {t["nodeid"]: t for t in data["tests"]}

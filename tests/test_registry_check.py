@@ -192,3 +192,13 @@ def test_the_real_registry_is_sound():
 
     problems = check(ROOT)
     assert not problems, "\n".join(map(str, problems))
+
+
+def test_a_repeat_takes_its_verdict_from_the_claim_it_repeats(project):
+    repeat = (GOOD_CLAIM.split("  evidence:")[0].replace("id: softmax.shift", "id: softmax.shift-again")
+              + "  same_as: softmax.shift\n")
+    project.registry(GOOD_CLAIM + repeat)
+    project.test_file("test_a.py", GOOD_TEST)
+    assert _problems(project) == []
+    project.registry(GOOD_CLAIM + repeat.replace("verdict: holds", "verdict: fails\n  correction: it is false after all."))
+    assert _one(project, "softmax.shift-again", "differs from 'holds' of the claim it repeats (softmax.shift)")
