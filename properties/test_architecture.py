@@ -348,12 +348,10 @@ def test_printed_decoder_self_attention_is_masked_by_default():
 # --- the printed TransformerBlock, linear-algebra.txt lines 28-78 ----------------------------------------------------
 
 def _printed_block(d, h, d_ff, seed, repaired: bool):
-    """The printed TransformerBlock; ``repaired`` defines the name ``not_mask`` = None that line 67 reads, which makes
+    """The printed TransformerBlock; ``repaired`` binds the name ``not_mask`` = None that line 67 reads, which makes
     ``mask is not_mask is not None`` False, i.e. no masking: the right behaviour for mask=None."""
-    run = printed("architecture.snippet-la-transformer-block")
+    run = printed("architecture.snippet-la-transformer-block", bindings={"not_mask": None} if repaired else None)
     assert run.ran, run.describe()
-    if repaired:
-        run.namespace["not_mask"] = None
     return seeded_module(run.namespace["TransformerBlock"](d, h, d_ff), seed).eval()
 
 
@@ -538,9 +536,9 @@ class _AttentionStack(nn.Module):
 @pytest.mark.claim("architecture.evaluate-architecture-spectral-call")
 @given(n=st.integers(2, 30), n_layers=st.integers(1, 3), seed=seeds())
 def test_evaluate_architecture_spectral_with_a_model_builder_scores_zero_for_30_tokens_or_fewer(n, n_layers, seed):
-    run = printed("spectral.snippet-evaluate-architecture-spectral")
+    build = lambda config: _AttentionStack(8, config.n_layers)  # noqa: E731  the builder the document never defines
+    run = printed("spectral.snippet-evaluate-architecture-spectral", bindings={"build_transformer": build})
     torch.manual_seed(seed)
-    run.namespace["build_transformer"] = lambda config: _AttentionStack(8, config.n_layers)
     score = run.namespace["evaluate_architecture_spectral"](SimpleNamespace(n_layers=n_layers), torch.randn(1, n, 8))
     # effective rank counts singular values of an n x n matrix: at most n <= 30, never in (30, 100)
     claim_assert(score == 0.0, "score is not 0 although no layer can have effective rank above 30", score=score, n=n)

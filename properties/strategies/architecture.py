@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from claimcheck import claim_assert
 from claimcheck.registry import Registry, load_registry
-from claimcheck.snippets import SnippetRun, project_root, run_snippet
+from claimcheck.snippets import SnippetRun, load_snippet, project_root, run_snippet
 from properties.strategies.core import seeds
 
 EPS64 = 2.0**-52
@@ -93,9 +93,16 @@ def _registry() -> Registry:
     return load_registry(project_root() / "claims.yaml")
 
 
-def printed(claim_id: str) -> SnippetRun:
-    """A fresh run of the snippet of ``claim_id`` (its ``requires`` first); the registry is parsed once."""
-    return run_snippet(claim_id, registry=_registry())
+def printed(claim_id: str, bindings: dict[str, Any] | None = None) -> SnippetRun:
+    """A fresh run of the snippet of ``claim_id`` (its ``requires`` first); the registry is parsed once.
+
+    ``bindings`` supplies names the snippet uses but never defines (stated by the test that needs them).
+    """
+    if not bindings:
+        return run_snippet(claim_id, registry=_registry())
+    claim = _registry().get(claim_id)
+    requires = tuple(printed(r) for r in claim.snippet.requires)
+    return load_snippet(claim.source, claim.snippet.start, claim.snippet.end, requires=requires, bindings=bindings)
 
 
 def locals_at_return(function: Callable, call: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
