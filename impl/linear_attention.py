@@ -151,3 +151,20 @@ def hidden_attention_matrix(a_bar: torch.Tensor, b_bar: torch.Tensor, c: torch.T
         for s in range(t + 1):
             m[t, s] = c[t] @ (torch.prod(a_bar[s + 1:t + 1], dim=0) * b_bar[s])
     return m
+
+
+def positive_random_features(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """FAVOR+ features ``exp(omega^T x - |x|^2 / 2) / sqrt(m)`` (Choromanski et al. 2021, Lemma 1).
+
+    x (n, d), omega (m, d) with i.i.d. N(0, 1) rows: ``E[phi(q)^T phi(k)] = exp(q^T k)``, every term > 0.
+    """
+    m = omega.shape[0]
+    return torch.exp(x @ omega.T - (x**2).sum(-1, keepdim=True) / 2) / m**0.5
+
+
+def trigonometric_random_features(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """``exp(|x|^2 / 2) [cos(omega^T x), sin(omega^T x)] / sqrt(m)``: random Fourier features of the Gaussian
+    kernel rescaled to the softmax kernel, ``E[phi(q)^T phi(k)] = exp(q^T k)`` (Performer's FAVOR, sec. 2.3)."""
+    m = omega.shape[0]
+    proj = x @ omega.T
+    return torch.exp((x**2).sum(-1, keepdim=True) / 2) * torch.cat([torch.cos(proj), torch.sin(proj)], -1) / m**0.5

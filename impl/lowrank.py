@@ -65,3 +65,13 @@ def singular_value_threshold(w: torch.Tensor, tau: float) -> torch.Tensor:
         raise ValueError(f"singular_value_threshold needs tau >= 0, got {tau}")
     u, s, vh = torch.linalg.svd(w, full_matrices=False)
     return (u * torch.clamp(s - tau, min=0)) @ vh
+
+
+def nystrom(k: torch.Tensor, landmarks: list[int]) -> torch.Tensor:
+    """Nystrom approximation ``K[:, S] K[S, S]^+ K[S, :]`` of a square kernel matrix from landmarks S.
+
+    It reproduces the landmark columns and rows exactly when K[S, S] is invertible (Williams & Seeger 2001;
+    Xiong et al. 2021, Nystromformer, eq. 6).
+    """
+    c, w, r = k[:, landmarks], k[landmarks][:, landmarks], k[landmarks]
+    return c @ torch.linalg.pinv(w) @ r

@@ -182,7 +182,7 @@ def test_scale_factor_is_one_plus_ln_t_to_the_1_5(t):
     record("f(4096) with the defaults", module.scale_factor(4096))
 
 
-@pytest.mark.claim("long-context.critical-scaling-code-t-is-query-length", "long-context.critical-attention-formula-sqrt-dk-ft")
+@pytest.mark.claim("long-context.critical-scaling-code-t-is-query-length")
 @given(seed=seeds(), n_q=st.integers(1, 8), n_k=st.integers(1, 8))
 def test_critical_scaling_code_divides_by_sqrt_dk_f_of_the_query_count(seed, n_q, n_k):
     q, k, v = gaussian((n_q, D_K), seed), gaussian((n_k, D_K), seed + 1), gaussian((n_k, 3), seed + 2)

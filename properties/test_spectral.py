@@ -236,7 +236,7 @@ def test_attention_sink_is_marked_by_lambda1_tending_to_one():
                  lambda1_sink=l_sink, lambda1_self_attention=l_other)
 
 
-@pytest.mark.claim("spectral.attention-sink-lambda1-to-one")
+@pytest.mark.claim("spectral.attention-sink-lambda1-to-one", "spectral.rank-collapse-normalized-eigenvalues-limit")
 @given(n=st.integers(2, 10), beta=st.floats(0.0, 30.0))
 def test_a_sink_drives_the_non_leading_eigenvalues_to_zero(n, beta):
     # every row of a sink matrix is the same distribution: A = 1 p^T is rank one, eigenvalues {1, 0, ..., 0}
@@ -288,3 +288,25 @@ def test_a_row_stochastic_matrix_must_have_a_dominant_column():
 def test_column_sums_of_attention_average_exactly_one(a):
     n = a.shape[0]
     claim_assert(abs(a.sum().item() - n) <= 2 * n * n * EPS64, "the total attention received is not n", a=a)
+
+
+@pytest.mark.claim("spectral.rank-collapse-normalized-eigenvalues-limit")
+@refutes(reason="uniform attention on n = 4 tokens, the fully collapsed matrix 1 1^T / n: its normalised spectrum is "
+                "exact, so one matrix decides")
+def test_collapsed_attention_has_every_normalised_eigenvalue_equal_to_one_over_n():
+    n = 4
+    ev = eigenvalues(stable_softmax(torch.zeros(n, n, dtype=torch.float64))).real
+    share = ev / ev.sum()
+    claim_assert((share - 1 / n).abs().max() <= 0.05, "collapsed attention puts the whole normalised spectrum on "
+                 "lambda_1: (1, 0, 0, 0), not (1/n, ..., 1/n)", normalised_eigenvalues=share)
+
+
+@pytest.mark.claim("spectral.index-spectral-doc-covers-rank-collapse-signal-propagation")
+def test_spectral_document_has_sections_on_the_listed_topics():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "sources" / "spectral.txt").read_text(encoding="utf-8")
+    headings = {"attention-matrix spectra": "2. 注意力矩阵的谱性质", "rank collapse": "3. Rank Collapse 现象",
+                "signal propagation / Jacobian": "4. 信号传播的谱分析", "spectral stability": "4.3 谱稳定性条件"}
+    missing = [topic for topic, heading in headings.items() if heading not in text]
+    claim_assert(not missing, "spectral.txt lacks a section the index attributes to it", missing=missing)
