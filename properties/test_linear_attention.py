@@ -195,7 +195,8 @@ def test_scalar_gated_recurrences_give_rank_one_grids(seed):
                  "a scalar-gated recurrence gave a rank-two grid", grid=grid, seed=seed)
 
 
-@pytest.mark.claim("linear-attention.la-intro-unified-matrix-state-recurrence")
+@pytest.mark.claim("linear-attention.la-intro-unified-matrix-state-recurrence",
+                   "linear-attention.la-implicit-attn-matrix-state-view")
 @refutes(reason="one token with the same k_1 = e_1, v_1 = 1 and gate beta_1 = 1 but gates alpha_1 = 0.5 vs 0.9 on a "
                 "nonzero state: the smallest case where f must see the gate")
 def test_state_update_is_a_function_of_previous_state_key_and_value_only():
