@@ -466,7 +466,9 @@ def test_forward_returns_logits_and_one_spectral_dict_per_block(n, seed):
     claim_assert(len(info) == len(model.blocks) and all(set(i) == keys for i in info),
                  "not one dict with the four entries per block", info=info)
     top = torch.linalg.svdvals(seen["A"])[..., 0].mean().item()  # the last block's attention matrices
-    claim_assert(abs(info[-1]["sigma_1"] - top) <= 1e-5, "sigma_1 is not the mean top singular value of A",
+    # two float32 SVDs of the same n x n matrices (sigma_1 in [1, sqrt n]) agree to a few n eps32 sigma_1
+    tol = 8 * n * 2.0**-23 * max(1.0, top)
+    claim_assert(abs(info[-1]["sigma_1"] - top) <= tol, "sigma_1 is not the mean top singular value of A",
                  recorded=info[-1]["sigma_1"], recomputed=top)
 
 
