@@ -143,7 +143,7 @@ def test_printed_mask_gives_masked_positions_zero_weight_in_every_precision():
         error = None
     except RuntimeError as exc:
         zero, error = False, str(exc)
-    claim_assert(zero, "a position with mask == 0 did not get zero weight", dtype="float16", error=error)
+    claim_assert(zero, "a position with mask == 0 did not receive -1e9 and zero weight", dtype="float16", error=error)
 
 
 @pytest.mark.claim("multi-head.snippet-mask-zero-means-masked")
