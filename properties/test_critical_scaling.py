@@ -111,7 +111,7 @@ def test_document_critical_scaling_keeps_attention_from_collapsing(schedule):
 @pytest.mark.claim("long-context.critical-attention-formula-sqrt-dk-ft", "long-context.critical-scaling-f-polylog-1.5",
                    "long-context.critical-scaling-f-loglog", "long-context.critical-scaling-polylog-cancels-t",
                    "long-context.critical-scaling-theorem-polylog", "spectral.fix-attention-scaling-c-n",
-                   "spectral.long-context-needs-score-scaling")
+                   "spectral.long-context-needs-score-scaling", "long-context.critical-scaling-exists")
 def test_a_growing_logit_multiplier_keeps_attention_from_flattening():
     standard, divided = _measure("standard (f = 1)"), _measure("document f = 1 + (ln T)^1.5, logits / sqrt(f)")
     critical, strong = _measure("multiplier sqrt(2 ln n)"), _measure("multiplier (ln n)^1.7")
@@ -122,6 +122,11 @@ def test_a_growing_logit_multiplier_keeps_attention_from_flattening():
     claim_assert(abs(critical["fit"].exponent) < 0.15 and critical["fit"].exponent > standard["fit"].ci95[1] + 0.3,
                  "the growing multiplier does not stop the decay of the top weight",
                  critical_exponent=critical["fit"].exponent, standard_exponent=standard["fit"].exponent)
+    # neither phase at any n: the top weight and H / ln n both stay inside [0.2, 0.8], away from the uniform and the
+    # one-hot ends (top weight 1/n and 1, H / ln n 1 and 0)
+    inside = lambda t: bool(((t >= 0.2) & (t <= 0.8)).all())
+    claim_assert(inside(critical["max_weight"]) and inside(critical["entropy"]), "sqrt(2 ln n) scaling reaches the "
+                 "uniform or the one-hot end", max_weight=critical["max_weight"], normalized_entropy=critical["entropy"])
     # (ln n)^1.7 overshoots: the top weight tends to 1 and the entropy to 0
     claim_assert(bool((strong["max_weight"][1:] > strong["max_weight"][:-1]).all()) and strong["entropy"][-1] < 0.1,
                  "(ln n)^1.7 does not over-concentrate attention", max_weight=strong["max_weight"])
