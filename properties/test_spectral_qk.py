@@ -60,6 +60,7 @@ def test_w_qk_is_d_by_d_with_rank_at_most_d_k(wqk):
 def test_kappa_of_w_q_w_k_transpose_lies_in_zero_one(wqk):
     w = wqk[0] @ wqk[1].T
     kappa = _kappa(w)
+    # 1e-9 is far above eig's rounding on a d <= 6 matrix: a loose tolerance can only favour the claim
     claim_assert(abs(kappa.imag) <= 1e-9 and -1e-9 <= kappa.real <= 1 + 1e-9,
                  "kappa = lambda_1 / tr W is not a number in [0, 1]", w=w, kappa=[kappa.real, kappa.imag],
                  trace=w.trace())
@@ -74,11 +75,13 @@ def test_kappa_of_a_psd_matrix_is_in_zero_one_and_scale_invariant(seed, d, scale
     w = b @ b.T  # tied W_Q = W_K: positive semidefinite
     assume(w.trace() > 1e-6)
     k1, k2 = _kappa(w), _kappa(scale * w)
+    # eig of a symmetric W errs by ~ d eps ||W||_2 <= d eps tr W, so kappa by ~ d eps ~ 1e-15: 1e-9 is a wide margin
     claim_assert(0 < k1.real <= 1 + 1e-9 and abs(k1.imag) <= 1e-9, "kappa of a PSD matrix is not in (0, 1]",
                  w=w, kappa=k1.real)
     claim_assert(abs(k1 - k2) <= 1e-9, "kappa changes when W is rescaled", scale=scale, kappa=k1.real,
                  kappa_scaled=k2.real)
-    # scaling W (a temperature 1/scale on the logits) scales every eigenvalue by the same factor
+    # scaling W (a temperature 1/scale on the logits) scales every eigenvalue by the same factor; eigvalsh is backward
+    # stable (error ~ d eps ||W||_2), so 1e-9 relative is a wide margin
     ev, ev_scaled = torch.linalg.eigvalsh(w), torch.linalg.eigvalsh(scale * w)
     claim_assert((ev_scaled - scale * ev).abs().max() <= 1e-9 * scale * ev.abs().max().clamp(min=1),
                  "eigenvalues of c W are not c times those of W", scale=scale)
@@ -97,6 +100,7 @@ def test_monitor_returns_lambda1_over_sum_of_eigenvalues(wqk):
     w = w_q @ w_k.T
     assume(abs(w.trace().item()) > 1e-3)
     got, kappa = _monitor_kappa(w_q, w_k), _kappa(w)
+    # a loose tolerance (1e-6) can only favour the claim
     claim_assert(abs(got - kappa) <= 1e-6, "compute_concentration does not return lambda_1 / sum lambda_i of "
                  "W_q W_k^T", w=w, monitor=got, kappa=[kappa.real, kappa.imag])
 
@@ -110,6 +114,7 @@ def test_monitor_returns_the_abs_eigenvalue_share_of_the_lower_triangle_symmetri
     mu = torch.linalg.eigvalsh(sym).abs()
     assume(mu.sum() > 1e-9)
     got = _monitor_kappa(w_q, w_k)
+    # the monitor runs the same eigvalsh on the same lower triangle: only the order of the sum differs (~ d eps)
     claim_assert(abs(got - (mu.max() / mu.sum()).item()) <= 1e-9, "the monitor is not max|mu| / sum|mu| of "
                  "eigvalsh(tril(W) + tril(W, -1)^T)", w=w, monitor=got)
 
@@ -148,7 +153,8 @@ def test_attention_entropy_depends_on_the_scale_of_w_qk_that_kappa_ignores(seed,
     x = gaussian((6, 16), seed)
     w = _rank_one(16, 1.0) if rank_one else torch.eye(16, dtype=torch.float64)
     h_small, h_large = row_entropy(_attention(x, s * w)).mean(), row_entropy(_attention(x, 2 * s * w)).mean()
-    # d/ds H(softmax(s z)) = -s Var_p(z) <= 0 (test_critical_scaling): doubling the scale never raises entropy
+    # d/ds H(softmax(s z)) = -s Var_p(z) <= 0 (test_critical_scaling): doubling the scale never raises entropy; the
+    # entropies (6 terms of size <= ln 6) and the kappas round at ~1e-15, 1e-12 leaves a wide margin
     claim_assert(h_large <= h_small + 1e-12 and abs(_kappa(s * w) - _kappa(2 * s * w)) <= 1e-12,
                  "entropy rose with the scale, or kappa moved", s=s, entropy=[h_small, h_large])
 
@@ -309,6 +315,7 @@ def test_attention_entries_are_row_softmax_of_bilinear_scores(seed, n, d):
     scores = torch.stack([torch.stack([x[i] @ w @ x[j] for j in range(n)]) for i in range(n)]) / math.sqrt(d)
     entry = torch.exp(scores - scores.max(-1, keepdim=True).values)
     entry = entry / entry.sum(-1, keepdim=True)
+    # two float64 evaluations of the same softmax (weights <= 1) differ by a few ulps of their O(d) scores
     claim_assert((a - entry).abs().max() <= 1e-12, "A_ij differs from the entrywise formula", seed=seed)
 
 
@@ -321,6 +328,7 @@ def test_symmetric_w_qk_logits_equal_gaussian_lambda_form_with_g_equal_xu(seed, 
     lam, u = torch.linalg.eigh(w)
     x = gaussian((n, d), seed + 1)
     g = x @ u  # rows of X U are again i.i.d. N(0, I_d): U is orthogonal
+    # eigh is backward stable (error ~ d eps ||W||, d <= 8): 1e-12 relative, 1e-11 for the triple products
     claim_assert((u @ torch.diag(lam) @ u.T - w).abs().max() <= 1e-12 * max(1.0, w.abs().max().item()),
                  "W != U Lambda U^T", seed=seed)
     claim_assert((x @ w @ x.T - g @ torch.diag(lam) @ g.T).abs().max() <= 1e-11 * max(1.0, (x @ w @ x.T).abs().max()),
@@ -345,6 +353,7 @@ def test_attention_is_determined_by_the_eigenvalues_of_w_qk():
     nilpotent[0, 1] = 4.0
     x = gaussian((8, d), 35)
     a1, a0 = _attention(x, nilpotent), _attention(x, torch.zeros(d, d, dtype=torch.float64))
+    # a loose tolerance (1e-6) can only favour the claim
     claim_assert((a1 - a0).abs().max() <= 1e-6, "same eigenvalues, different attention",
                  max_difference=(a1 - a0).abs().max(), entropy_nilpotent=row_entropy(a1).mean(),
                  entropy_zero=row_entropy(a0).mean())
