@@ -373,17 +373,21 @@ def test_linearised_network_trains_as_closed_form_kernel_regression(seed):
         flat = flat - eta * jac.T @ (f0 + jac @ (flat - flat0) - ys)
     pred = f0 + jac @ (flat - flat0)
     closed = ys + torch.linalg.matrix_power(torch.eye(5, dtype=torch.float64) - eta * theta, 200) @ (f0 - ys)
+    # both sides are products of 200 contractions (||I - eta Theta|| <= 1) of O(1) vectors: rounding ~ 200 * 5 eps ~ 2e-13
     claim_assert((pred - closed).abs().max() <= 1e-8, "training residuals differ from (I - eta Theta)^t (f0 - y)",
                  seed=seed)
     # each eigen-direction i of the residual decays exactly as (1 - eta lambda_i)^t
     lam, vecs = torch.linalg.eigh(theta)
     decay = (vecs.T @ (pred - ys)) / (vecs.T @ (f0 - ys))
     ok = (vecs.T @ (f0 - ys)).abs() > 1e-6
+    # numerators err by ~1e-13 (as above), denominators are > 1e-6: the ratios err by <= ~1e-7
     claim_assert(not ok.any() or (decay[ok] - (1 - eta * lam[ok]) ** 200).abs().max() <= 1e-6,
                  "a mode does not decay like (1 - eta lambda_i)^t", seed=seed)
     # the test prediction follows the kernel-regression formula f0(x) + Theta(x, X) Theta^-1 (f_t(X) - f0(X))
     pred_t = f0_t + jac_t @ (flat - flat0)
     kernel = f0_t + theta_t @ torch.linalg.solve(theta, pred - f0)
+    # exact in exact arithmetic (theta - theta0 = J^T c lies in the row space of J); the solve loses ~ cond(Theta) eps,
+    # so 1e-6 relative admits cond(Theta) up to ~1e9
     claim_assert((pred_t - kernel).abs().max() <= 1e-6 * max(1.0, pred_t.abs().max().item()),
                  "test predictions differ from kernel regression with the NTK", seed=seed)
 
