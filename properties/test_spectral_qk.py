@@ -222,13 +222,18 @@ def test_rank_one_w_qk_at_large_scale_sends_every_query_to_one_of_two_keys(seed,
 
 
 @pytest.mark.claim("spectral.spectral-regularization-controls-kappa")
-@refutes(reason="sigmaReparam (W -> gamma W / sigma_max(W), Zhai et al. 2023) applied to one seeded W_Q W_K^T "
-                "with d = 8, d_k = 4, gamma = 1: a pure rescaling")
-def test_spectral_reparametrisation_changes_kappa():
-    w = gaussian((8, 4), 26) @ gaussian((8, 4), 27).T
-    before, after = _kappa(w), _kappa(w / spectral_norm(w))
-    claim_assert(abs(before - after) > 1e-9, "sigmaReparam leaves kappa exactly unchanged", kappa_before=before.real,
-                 kappa_after=after.real)
+@given(wqk=qk_projections(), gamma=st.floats(0.1, 10.0))
+def test_spectral_reparametrisation_leaves_kappa_unchanged(wqk, gamma):
+    w_q, w_k = wqk
+    w = w_q @ w_k.T
+    lam1 = torch.linalg.eigvals(w).real.max().item()
+    assume(abs(w.trace().item()) > 1e-3 * spectral_norm(w).item() and lam1 > 1e-3 * spectral_norm(w).item())
+    # sigmaReparam (Zhai et al. 2023) reparametrises each projection as gamma W / sigma_max(W): W_QK is only rescaled
+    w_re = (gamma * w_q / spectral_norm(w_q)) @ (gamma * w_k / spectral_norm(w_k)).T
+    before, after = _kappa(w), _kappa(w_re)
+    # lambda_1 and tr W are >= 1e-3 ||W||_2 and err by ~ d eps ||W||_2: kappa to ~ 1e3 d eps relative; 1e-9 is a margin
+    claim_assert(abs(before - after) <= 1e-9 * max(1.0, abs(before)), "sigmaReparam changed kappa",
+                 kappa_before=[before.real, before.imag], kappa_after=[after.real, after.imag], gamma=gamma)
 
 
 @pytest.mark.claim("spectral.init-controls-initial-kappa")
