@@ -186,10 +186,10 @@ def test_residual_connections_prevent_exponentially_vanishing_gradients():
 
 
 @functools.lru_cache(maxsize=None)
-def _depth_sweep(kind: str, depths: tuple[int, ...], seeds_: tuple[int, ...] = (0, 1)) -> torch.Tensor:
+def _depth_sweep(kind: str, depths: tuple[int, ...]) -> torch.Tensor:
     """||J|| after each depth in ``depths`` for random residual attention stacks (n = 4, d = 8): (seeds, depths)."""
     n, d, out = 4, 8, []
-    for seed in seeds_:
+    for seed in SEEDS:
         norms, total = [], torch.eye(n * d, dtype=torch.float64)
         x = gaussian((n, d), 500 + seed)
         for l in range(max(depths)):
@@ -203,15 +203,22 @@ def _depth_sweep(kind: str, depths: tuple[int, ...], seeds_: tuple[int, ...] = (
     return torch.tensor(out, dtype=torch.float64)
 
 
-DEPTHS = (2, 4, 8, 16)
+SEEDS = (0, 1, 2, 3)
+DEPTHS = (2, 4, 8, 16)  # without normalisation ||J|| passes 1e3 by depth 16
+PRE_DEPTHS = (2, 4, 8, 16, 32)
+
+
+def _growth_per_layer(depths: tuple[int, ...], norms: torch.Tensor):
+    """Least-squares slope of log ||J|| against the depth L (a rate per layer), with its 95% interval."""
+    return loglog_fit(torch.tensor(depths, dtype=torch.float64).exp().repeat(len(SEEDS)), norms.flatten())
 
 
 @pytest.mark.claim("spectral.residual-gives-stable-spectrum-without-layernorm", "spectral.prenorm-overall-stable")
 @refutes(reason="random residual attention stacks without normalisation (n = 4 tokens, d = 8, N(0, 1/d) weights, "
-                "2 seeds), depth 2..16: every layer's Jacobian is bounded, the product is not")
+                "4 seeds), depth 2..16: every layer's Jacobian is bounded, the product is not")
 def test_residual_stack_without_layernorm_has_a_stable_jacobian_spectrum():
     norms = _depth_sweep("none", DEPTHS)
-    rate = loglog_fit(torch.tensor(DEPTHS, dtype=torch.float64).exp().repeat(2), norms.flatten())  # slope of log||J|| in L
+    rate = _growth_per_layer(DEPTHS, norms)
     record("series[||J|| vs depth, residual attention, no LayerNorm]", {"n": list(DEPTHS), "y": norms.mean(0).tolist()})
     record("fit[log ||J|| per layer, no LayerNorm]", rate.as_figure())
     claim_assert(rate.ci95[1] < 0.05, "||J|| grows exponentially with depth", growth_per_layer=math.exp(rate.exponent),
@@ -220,16 +227,20 @@ def test_residual_stack_without_layernorm_has_a_stable_jacobian_spectrum():
 
 @pytest.mark.claim("spectral.prenorm-overall-stable")
 def test_prenorm_stack_jacobian_grows_only_polynomially_with_depth():
-    pre, none = _depth_sweep("pre", DEPTHS), _depth_sweep("none", DEPTHS)
-    fit = loglog_fit(torch.tensor(DEPTHS, dtype=torch.float64).repeat(2), pre.flatten())
-    record("series[||J|| vs depth, pre-LN residual attention]", {"n": list(DEPTHS), "y": pre.mean(0).tolist()})
+    pre, none = _depth_sweep("pre", PRE_DEPTHS), _depth_sweep("none", DEPTHS)
+    fit = loglog_fit(torch.tensor(PRE_DEPTHS, dtype=torch.float64).repeat(len(SEEDS)), pre.flatten())
+    rate_pre, rate_none = _growth_per_layer(PRE_DEPTHS, pre), _growth_per_layer(DEPTHS, none)
+    record("series[||J|| vs depth, pre-LN residual attention]", {"n": list(PRE_DEPTHS), "y": pre.mean(0).tolist()})
     record("fit[||J|| vs depth, pre-LN]", fit.as_figure())
-    # polynomial growth (log-log slope below 2.5) and, at depth 16, a geometric mean 5x below the
-    # un-normalised stack; it still grows, so depth-independent stability is not claimed here
-    ratio = math.exp(none[:, -1].log().mean().item() - pre[:, -1].log().mean().item())
+    record("fit[log ||J|| per layer, pre-LN]", rate_pre.as_figure())
+    # tamer: the per-layer log-growth rate of pre-LN lies wholly below that of the un-normalised stack (95% intervals),
+    # the log-log slope stays below 2, and at depth 16 the geometric mean is 5x below the un-normalised one
+    ratio = math.exp(none[:, -1].log().mean().item() - pre[:, PRE_DEPTHS.index(16)].log().mean().item())
     record("||J|| ratio no-LN / pre-LN at depth 16 (geometric means)", ratio)
-    claim_assert(fit.ci95[1] < 2.5 and ratio > 5, "pre-LN does not tame the product", exponent=fit.exponent,
-                 ci95=fit.ci95, pre_ln_at_16=pre[:, -1], no_ln_at_16=none[:, -1])
+    claim_assert(rate_pre.ci95[1] < rate_none.ci95[0] and fit.ci95[1] < 2 and ratio > 5, "pre-LN does not tame the "
+                 "product", exponent=fit.exponent, ci95=fit.ci95, rate_pre=rate_pre.ci95, rate_none=rate_none.ci95,
+                 ratio_at_16=ratio)
+    # it still grows, so depth-independent stability is not what holds
     claim_assert(bool((pre[:, -1] > pre[:, 0]).all()), "the pre-LN Jacobian norm does not grow with depth",
                  exponent=fit.exponent)
 
