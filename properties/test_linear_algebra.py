@@ -80,10 +80,15 @@ def test_nuclear_norm_is_the_dual_of_the_spectral_norm_and_bounds_rank(w, b, see
     c = c / spectral_norm(c)
     claim_assert(torch.trace(c.T @ w).item() <= nuc + _tol(w) * min(w.shape), "a contraction beats the nuclear norm "
                  "in the dual pairing", w=w)
-    # on the spectral-norm unit ball the nuclear norm lies below the rank
+    # on the spectral-norm unit ball the nuclear norm lies below the rank, and meets it at the partial isometries
+    # U_r V_r^T (the extreme points of the ball): with convexity, what makes it the convex envelope of the rank there
     if spectral_norm(w) > 1e-6:
-        claim_assert(nuclear_norm(w / spectral_norm(w)).item() <= _numerical_rank(w) + 1e-9, "||W||_* > rank(W) on "
+        r = _numerical_rank(w)
+        claim_assert(nuclear_norm(w / spectral_norm(w)).item() <= r + 1e-9, "||W||_* > rank(W) on "
                      "the unit spectral ball", w=w)
+        partial_isometry = u[:, :r] @ vh[:r]
+        claim_assert(abs(nuclear_norm(partial_isometry).item() - r) <= _tol(partial_isometry) * min(w.shape)
+                     and _numerical_rank(partial_isometry) == r, "||U_r V_r^T||_* != rank", w=w, rank=r)
     if b.shape == w.shape:  # convexity: the triangle inequality of a norm
         claim_assert(nuclear_norm(w + b) <= nuclear_norm(w) + nuclear_norm(b) + _tol(w + b) * min(w.shape),
                      "||W + B||_* > ||W||_* + ||B||_*", w=w, b=b)

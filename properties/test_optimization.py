@@ -84,7 +84,6 @@ def test_layer_norm_jacobian_norm_is_gamma_over_sqrt_var_plus_eps(x, gamma, eps)
     norm, exact = spectral_norm(auto).item(), gamma / math.sqrt(var + eps)
     claim_assert(abs(norm - exact) <= 1e-9 * exact and norm <= gamma / math.sqrt(eps) * (1 + 1e-12),
                  "||J_LN||_2 != gamma / sqrt(var + eps) or exceeds gamma / sqrt(eps)", x=x, norm=norm, exact=exact)
-    record("sup ||J_LN||_2 = gamma / sqrt(eps) at gamma = 1, eps = 1e-5", 1 / math.sqrt(1e-5))
 
 
 @pytest.mark.claim("spectral.layernorm-jacobian-bounded")
@@ -186,10 +185,10 @@ def test_residual_connections_prevent_exponentially_vanishing_gradients():
 
 
 @functools.lru_cache(maxsize=None)
-def _depth_sweep(kind: str, depths: tuple[int, ...], seeds_: tuple[int, ...] = (0, 1)) -> torch.Tensor:
+def _depth_sweep(kind: str, depths: tuple[int, ...]) -> torch.Tensor:
     """||J|| after each depth in ``depths`` for random residual attention stacks (n = 4, d = 8): (seeds, depths)."""
     n, d, out = 4, 8, []
-    for seed in seeds_:
+    for seed in SEEDS:
         norms, total = [], torch.eye(n * d, dtype=torch.float64)
         x = gaussian((n, d), 500 + seed)
         for l in range(max(depths)):
@@ -203,15 +202,22 @@ def _depth_sweep(kind: str, depths: tuple[int, ...], seeds_: tuple[int, ...] = (
     return torch.tensor(out, dtype=torch.float64)
 
 
-DEPTHS = (2, 4, 8, 16)
+SEEDS = (0, 1, 2, 3)
+DEPTHS = (2, 4, 8, 16)  # without normalisation ||J|| passes 1e3 by depth 16
+PRE_DEPTHS = (2, 4, 8, 16, 32)
+
+
+def _growth_per_layer(depths: tuple[int, ...], norms: torch.Tensor):
+    """Least-squares slope of log ||J|| against the depth L (a rate per layer), with its 95% interval."""
+    return loglog_fit(torch.tensor(depths, dtype=torch.float64).exp().repeat(len(SEEDS)), norms.flatten())
 
 
 @pytest.mark.claim("spectral.residual-gives-stable-spectrum-without-layernorm", "spectral.prenorm-overall-stable")
 @refutes(reason="random residual attention stacks without normalisation (n = 4 tokens, d = 8, N(0, 1/d) weights, "
-                "2 seeds), depth 2..16: every layer's Jacobian is bounded, the product is not")
+                "4 seeds), depth 2..16: every layer's Jacobian is bounded, the product is not")
 def test_residual_stack_without_layernorm_has_a_stable_jacobian_spectrum():
     norms = _depth_sweep("none", DEPTHS)
-    rate = loglog_fit(torch.tensor(DEPTHS, dtype=torch.float64).exp().repeat(2), norms.flatten())  # slope of log||J|| in L
+    rate = _growth_per_layer(DEPTHS, norms)
     record("series[||J|| vs depth, residual attention, no LayerNorm]", {"n": list(DEPTHS), "y": norms.mean(0).tolist()})
     record("fit[log ||J|| per layer, no LayerNorm]", rate.as_figure())
     claim_assert(rate.ci95[1] < 0.05, "||J|| grows exponentially with depth", growth_per_layer=math.exp(rate.exponent),
@@ -219,17 +225,21 @@ def test_residual_stack_without_layernorm_has_a_stable_jacobian_spectrum():
 
 
 @pytest.mark.claim("spectral.prenorm-overall-stable")
-def test_prenorm_stack_jacobian_grows_only_polynomially_with_depth():
-    pre, none = _depth_sweep("pre", DEPTHS), _depth_sweep("none", DEPTHS)
-    fit = loglog_fit(torch.tensor(DEPTHS, dtype=torch.float64).repeat(2), pre.flatten())
-    record("series[||J|| vs depth, pre-LN residual attention]", {"n": list(DEPTHS), "y": pre.mean(0).tolist()})
+def test_prenorm_stack_jacobian_grows_far_slower_than_without_normalisation():
+    pre, none = _depth_sweep("pre", PRE_DEPTHS), _depth_sweep("none", DEPTHS)
+    fit = loglog_fit(torch.tensor(PRE_DEPTHS, dtype=torch.float64).repeat(len(SEEDS)), pre.flatten())
+    rate_pre, rate_none = _growth_per_layer(PRE_DEPTHS, pre), _growth_per_layer(DEPTHS, none)
+    record("series[||J|| vs depth, pre-LN residual attention]", {"n": list(PRE_DEPTHS), "y": pre.mean(0).tolist()})
     record("fit[||J|| vs depth, pre-LN]", fit.as_figure())
-    # polynomial growth (log-log slope below 2.5) and, at depth 16, a geometric mean 5x below the
-    # un-normalised stack; it still grows, so depth-independent stability is not claimed here
-    ratio = math.exp(none[:, -1].log().mean().item() - pre[:, -1].log().mean().item())
+    record("fit[log ||J|| per layer, pre-LN]", rate_pre.as_figure())
+    # tamer: the per-layer log-growth rate of pre-LN lies wholly below that of the un-normalised stack (95% intervals),
+    # the log-log slope stays below 2, and at depth 16 the geometric mean is 5x below the un-normalised one
+    ratio = math.exp(none[:, -1].log().mean().item() - pre[:, PRE_DEPTHS.index(16)].log().mean().item())
     record("||J|| ratio no-LN / pre-LN at depth 16 (geometric means)", ratio)
-    claim_assert(fit.ci95[1] < 2.5 and ratio > 5, "pre-LN does not tame the product", exponent=fit.exponent,
-                 ci95=fit.ci95, pre_ln_at_16=pre[:, -1], no_ln_at_16=none[:, -1])
+    claim_assert(rate_pre.ci95[1] < rate_none.ci95[0] and fit.ci95[1] < 2 and ratio > 5, "pre-LN does not tame the "
+                 "product", exponent=fit.exponent, ci95=fit.ci95, rate_pre=rate_pre.ci95, rate_none=rate_none.ci95,
+                 ratio_at_16=ratio)
+    # it still grows, so depth-independent stability is not what holds
     claim_assert(bool((pre[:, -1] > pre[:, 0]).all()), "the pre-LN Jacobian norm does not grow with depth",
                  exponent=fit.exponent)
 
@@ -373,17 +383,21 @@ def test_linearised_network_trains_as_closed_form_kernel_regression(seed):
         flat = flat - eta * jac.T @ (f0 + jac @ (flat - flat0) - ys)
     pred = f0 + jac @ (flat - flat0)
     closed = ys + torch.linalg.matrix_power(torch.eye(5, dtype=torch.float64) - eta * theta, 200) @ (f0 - ys)
+    # both sides are products of 200 contractions (||I - eta Theta|| <= 1) of O(1) vectors: rounding ~ 200 * 5 eps ~ 2e-13
     claim_assert((pred - closed).abs().max() <= 1e-8, "training residuals differ from (I - eta Theta)^t (f0 - y)",
                  seed=seed)
     # each eigen-direction i of the residual decays exactly as (1 - eta lambda_i)^t
     lam, vecs = torch.linalg.eigh(theta)
     decay = (vecs.T @ (pred - ys)) / (vecs.T @ (f0 - ys))
     ok = (vecs.T @ (f0 - ys)).abs() > 1e-6
+    # numerators err by ~1e-13 (as above), denominators are > 1e-6: the ratios err by <= ~1e-7
     claim_assert(not ok.any() or (decay[ok] - (1 - eta * lam[ok]) ** 200).abs().max() <= 1e-6,
                  "a mode does not decay like (1 - eta lambda_i)^t", seed=seed)
     # the test prediction follows the kernel-regression formula f0(x) + Theta(x, X) Theta^-1 (f_t(X) - f0(X))
     pred_t = f0_t + jac_t @ (flat - flat0)
     kernel = f0_t + theta_t @ torch.linalg.solve(theta, pred - f0)
+    # exact in exact arithmetic (theta - theta0 = J^T c lies in the row space of J); the solve loses ~ cond(Theta) eps,
+    # so 1e-6 relative admits cond(Theta) up to ~1e9
     claim_assert((pred_t - kernel).abs().max() <= 1e-6 * max(1.0, pred_t.abs().max().item()),
                  "test predictions differ from kernel regression with the NTK", seed=seed)
 
@@ -506,26 +520,49 @@ def test_sharpness_of_a_minimum_decides_its_generalisation():
                  "compute the same function and generalise identically", lambda_max=lam, test_error=err)
 
 
+def _quadratic_minimum(lam: float, ratio: float, angle: float):
+    """L(theta) = theta^T H theta / 2 with H = R diag(lam, ratio * lam) R^T (R a rotation): a minimum at 0."""
+    c, s = math.cos(angle), math.sin(angle)
+    rot = torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+    h = rot @ torch.diag(torch.tensor([lam, ratio * lam], dtype=torch.float64)) @ rot.T
+    return lambda theta: ((theta @ h) * theta).sum(-1) / 2  # theta (2,) or a batch (m, 2)
+
+
+def _sharpness(loss, rho: float) -> float:
+    """eps-sharpness max_{|e| <= rho} L(e) - L(0) of a convex loss: its maximum lies on the circle |e| = rho (grid)."""
+    t = torch.linspace(0, 2 * math.pi, 4001, dtype=torch.float64)
+    circle = rho * torch.stack([t.cos(), t.sin()], dim=1)
+    return loss(circle).max().item() - loss(torch.zeros(2, dtype=torch.float64)).item()
+
+
+def _lambda_max(loss) -> float:
+    return torch.linalg.eigvalsh(torch.func.hessian(loss)(torch.zeros(2, dtype=torch.float64))).max().item()
+
+
 @pytest.mark.claim("spectral.sharp-minimum-large-eig-poor-generalization", "spectral.flat-minimum-small-eig-good-generalization",
                    "spectral.sharp-minima-small-eig-generalize-well", "spectral.flat-minima-large-eig-generalize-poorly")
-@given(alpha=st.floats(0.1, 10.0), lam=st.floats(0.01, 100.0), rho=st.floats(0.01, 1.0))
-def test_sharpness_grows_with_lambda_max_and_is_not_reparametrisation_invariant(alpha, lam, rho):
-    # eps-sharpness max_{|e| <= rho} L(theta* + e) of L = lam e^2 / 2 is lam rho^2 / 2: increasing in lambda_max
-    sharp = max(lam * e**2 / 2 for e in (-rho, rho))
-    claim_assert(abs(sharp - lam * rho**2 / 2) <= 1e-12 * lam, "sharpness is not lambda rho^2 / 2", lam=lam)
+@given(alpha=st.floats(0.1, 10.0), lam=st.floats(0.01, 100.0), ratio=st.floats(0.0, 1.0), angle=st.floats(0.0, 3.2),
+       rho=st.floats(0.01, 1.0))
+def test_sharpness_grows_with_lambda_max_and_is_not_reparametrisation_invariant(alpha, lam, ratio, angle, rho):
+    loss = _quadratic_minimum(lam, ratio, angle)
+    sharp, top = _sharpness(loss, rho), _lambda_max(loss)
+    # the grid misses the maximising direction by at most pi / 4000 rad: relative error <= (pi / 4000)^2 < 1e-6
+    claim_assert(abs(sharp - top * rho**2 / 2) <= 1e-6 * top * rho**2, "eps-sharpness is not lambda_max rho^2 / 2",
+                 lam=lam, ratio=ratio, sharpness=sharp, lambda_max=top)
     x = gaussian((8,), 104)
     same = (_relu_net(alpha, 1 / alpha, x) - _relu_net(1.0, 1.0, x)).abs().max().item()
     claim_assert(same <= 1e-12 * max(1.0, x.abs().max().item()), "reparametrisation changed the function", alpha=alpha)
 
 
 @pytest.mark.claim("spectral.sharp-minima-small-eig-generalize-well", "spectral.flat-minima-large-eig-generalize-poorly")
-@refutes(reason="two 1-D quadratic minima with curvature 0.1 and 10 and radius rho = 0.1: the smallest pair that "
-                "orders sharpness")
+@refutes(reason="two isotropic 2-D quadratic minima with Hessian 0.1 I and 10 I and radius rho = 0.1: the smallest "
+                "pair that orders sharpness")
 def test_sharp_minima_have_small_hessian_eigenvalues():
-    sharpness = {lam: lam * 0.1**2 / 2 for lam in (0.1, 10.0)}
+    minima = {lam: _quadratic_minimum(lam, 1.0, 0.0) for lam in (0.1, 10.0)}
+    sharpness = {_lambda_max(loss): _sharpness(loss, 0.1) for loss in minima.values()}
     sharper = max(sharpness, key=sharpness.get)
-    claim_assert(sharper == 0.1, "the sharper minimum is the one with the LARGER eigenvalue (line 434 agrees)",
-                 sharpness_by_eigenvalue=sharpness)
+    claim_assert(sharper == min(sharpness), "the sharper minimum is the one with the LARGER Hessian eigenvalue "
+                 "(line 434 agrees)", sharpness_by_lambda_max=sharpness)
 
 
 @pytest.mark.claim("optimization.la-weight-decay-is-frobenius-penalty")

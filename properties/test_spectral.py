@@ -18,7 +18,7 @@ from claimcheck import claim_assert, record, refutes
 from impl.critical_scaling import row_entropy
 from impl.softmax import stable_softmax
 from impl.spectral import eigenvalue_gap, eigenvalues, stationary_distribution
-from properties.strategies.spectral import attention_matrices, real_matrices
+from properties.strategies.spectral import attention_matrices, gaussian, real_matrices
 
 EPS64 = 2.0**-52
 # Eigenvalues of a non-normal matrix are computed with error up to O(sqrt(eps)) ~ 1.5e-8 near a
@@ -89,6 +89,7 @@ def test_spectral_radius_of_attention_is_exactly_one(s, causal):
 @given(a=attention_matrices(2, 6))
 def test_all_ones_is_a_left_eigenvector(a):
     col = a.sum(0)
+    # 1e-9 is far above the n eps rounding of a column sum: a loose tolerance can only favour the claim
     claim_assert((col - 1).abs().max() <= 1e-9, "1^T A != 1^T: the column sums are not all 1", a=a, column_sums=col)
 
 
@@ -96,7 +97,10 @@ def test_all_ones_is_a_left_eigenvector(a):
 @given(a=attention_matrices(1, 8, bound=4.0))
 def test_left_perron_vector_is_the_stationary_distribution(a):
     pi = stationary_distribution(a)
-    claim_assert(bool((pi >= -1e-12).all()) and (pi @ a - pi).abs().max() <= 1e-9,
+    n = a.shape[0]
+    # LAPACK's eigenvector is backward stable: with sum(pi) = 1 the residual of pi^T A = pi^T is O(n eps); allow 64 n eps
+    tol = 64 * n * EPS64
+    claim_assert(bool((pi >= -tol).all()) and (pi @ a - pi).abs().max() <= tol,
                  "pi is not a nonnegative left eigenvector for eigenvalue 1", a=a, pi=pi)
 
 
@@ -106,6 +110,7 @@ def test_left_perron_vector_is_the_stationary_distribution(a):
 def test_stationary_distribution_of_attention_is_uniform(a):
     pi = stationary_distribution(a)
     n = a.shape[0]
+    # a loose tolerance (1e-9, far above rounding) can only favour the claim
     claim_assert((pi - 1 / n).abs().max() <= 1e-9, "the left Perron vector (where repeated attention converges) "
                  "is not the uniform distribution", a=a, pi=pi)
 
@@ -132,7 +137,10 @@ def test_sum_of_eigenvalues_is_the_trace_symbolically():
 def test_eigenvalues_sum_to_the_trace_which_is_below_n(a):
     n = a.shape[0]
     total = eigenvalues(a).sum()
-    claim_assert(abs(total.real.item() - a.trace().item()) <= 1e-9 and abs(total.imag.item()) <= 1e-9,
+    # computed eigenvalues are exact for some A + E with ||E||_2 <= c n eps ||A||_2 (||A||_2 <= sqrt n here), and
+    # |tr E| <= n ||E||_2: allow 16 n^2 eps
+    tol = 16 * n * n * EPS64
+    claim_assert(abs(total.real.item() - a.trace().item()) <= tol and abs(total.imag.item()) <= tol,
                  "sum of eigenvalues != trace", a=a, eigenvalue_sum=_plain(total), trace=a.trace())
     claim_assert(0 < a.trace().item() <= n and (n == 1 or a.trace().item() < n),
                  "tr A is not in (0, n) for n >= 2", a=a, trace=a.trace())
@@ -143,23 +151,36 @@ def test_eigenvalues_sum_to_the_trace_which_is_below_n(a):
 @given(a=attention_matrices(1, 8))
 def test_eigenvalues_of_attention_sum_to_n(a):
     total = eigenvalues(a).sum().real.item()
+    # a loose tolerance (1e-9, far above rounding) can only favour the claim
     claim_assert(abs(total - a.shape[0]) <= 1e-9, "the eigenvalues do not sum to n", a=a, eigenvalue_sum=total,
                  n=a.shape[0])
 
 
-@pytest.mark.claim("spectral.training-early-lambda1-about-1-over-n", "spectral.training-mid-lambda1-half",
-                   "spectral.training-late-lambda1-0-9", "spectral.rank-collapse-eigenvalues-tend-to-1-over-n",
-                   "spectral.theorem-7-1-all-eigenvalues-to-1-over-n")
-@refutes(reason="the uniform attention matrix (n = 4, all logits equal) is the state the documents call early "
-                "training / rank collapse; lambda_1 = 1 for every row-stochastic matrix, so one matrix decides "
-                "all of lambda_1 = 1/n, 0.5, 0.9")
-def test_largest_attention_eigenvalue_takes_the_printed_values():
-    n = 4
-    a = stable_softmax(torch.zeros(n, n, dtype=torch.float64))
-    lam1 = eigenvalues(a)[0].real.item()
-    record("lambda_1 of uniform attention (n=4)", lam1)
-    for printed in (1 / n, 0.5, 0.9):
-        claim_assert(abs(lam1 - printed) <= 0.05, "lambda_1 is not the printed value", printed=printed, lambda_1=lam1)
+_STAGES = {  # n = 4: a representative attention matrix of each printed stage
+    "uniform (early training, rank collapse)": lambda: stable_softmax(torch.zeros(4, 4, dtype=torch.float64)),
+    "random logits (mid training)": lambda: stable_softmax(gaussian((4, 4), 46)),
+    "sparse: every row on one key (late training)": lambda: _sink(4, 20.0),
+}
+
+
+@pytest.mark.parametrize("stage, printed", [
+    pytest.param("uniform (early training, rank collapse)", 1 / 4, marks=pytest.mark.claim(
+        "spectral.training-early-lambda1-about-1-over-n", "spectral.rank-collapse-eigenvalues-tend-to-1-over-n",
+        "spectral.theorem-7-1-all-eigenvalues-to-1-over-n")),
+    pytest.param("random logits (mid training)", 0.5, marks=pytest.mark.claim("spectral.training-mid-lambda1-half")),
+    pytest.param("sparse: every row on one key (late training)", 0.9, marks=pytest.mark.claim(
+        "spectral.training-late-lambda1-0-9")),
+])
+@refutes(reason="n = 4, one matrix of the state each printed value describes (uniform attention early and under "
+                "rank collapse, random logits mid-training, every row on one key late); lambda_1 = 1 for every "
+                "row-stochastic matrix, so one matrix per stage decides")
+def test_largest_attention_eigenvalue_takes_the_printed_values(stage, printed):
+    a = _STAGES[stage]()
+    lam1 = eigenvalues(a)[0]
+    record(f"lambda_1 ({stage})", [lam1.real.item(), lam1.imag.item()])
+    # '~' read as within 0.05: lambda_1 = 1 misses each printed value (1/4, 0.5, 0.9) by at least 0.1
+    claim_assert(abs(lam1.item() - printed) <= 0.05, "lambda_1 is not the printed value", stage=stage, printed=printed,
+                 lambda_1=_plain(lam1))
 
 
 @pytest.mark.claim("spectral.spectral-gap-definition")

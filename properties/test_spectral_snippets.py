@@ -87,6 +87,7 @@ def test_la_analyze_attention_spectrum_on_4d_inputs(seed, b, h, n, d):
     s = singular_values(a)
     claim_assert((out["sigma_1"] - s[..., 0]).abs().max() <= 1e-12 and (out["sigma_2"] - s[..., 1]).abs().max() <= 1e-12,
                  "sigma_1, sigma_2 are not the two largest singular values", seed=seed)
+    # the printed s_2 / (s_1 + 1e-8) differs from s_2 / s_1 by <= 1e-8 s_2 / s_1^2 <= 1e-8 (s_1 >= 1 for A 1 = 1)
     claim_assert((out["spectral_gap"] - s[..., 1] / s[..., 0]).abs().max() <= 1e-7, "'spectral_gap' != s_2/s_1",
                  seed=seed)
     # the printed 1e-8 guards shift p by <= 1e-8 and log p by <= 1e-8 / p: the entropy by <= n * 1e-8
