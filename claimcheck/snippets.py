@@ -15,6 +15,7 @@ an error, so that what a printed function computes can be tested even when a lat
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import signal
 import textwrap
@@ -113,11 +114,13 @@ def execute(run: SnippetRun, filename: str, timeout_s: float = DEFAULT_TIMEOUT_S
 
 
 def load_snippet(source: str, start: int, end: int, *, requires: tuple[SnippetRun, ...] = (),
-                 sources: Sources | None = None, root: Path | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> SnippetRun:
+                 bindings: dict[str, Any] | None = None, sources: Sources | None = None,
+                 root: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> SnippetRun:
     """Execute lines ``start..end`` of document ``source`` after the snippets in ``requires``.
 
-    ``requires`` are results of earlier runs; their namespaces are merged in order.
+    ``requires`` are results of earlier runs; their namespaces are merged in order. ``bindings``
+    supplies names the snippet uses but never defines (a test states them, e.g. to run the rest of
+    a snippet past a line that fails as printed).
     """
     sources = sources or load_sources(root or project_root())
     doc = sources[source]
@@ -125,6 +128,7 @@ def load_snippet(source: str, start: int, end: int, *, requires: tuple[SnippetRu
     namespace = base_namespace()
     for earlier in requires:
         namespace.update({k: v for k, v in earlier.namespace.items() if k not in _BASE_NAMES})
+    namespace.update(bindings or {})
     run = SnippetRun(source, start, end, code, namespace=namespace)
     return execute(run, filename=f"sources/{doc.path.name}", timeout_s=timeout_s)
 
@@ -133,9 +137,14 @@ def run_snippet(claim_id: str, registry: Registry | None = None, root: Path | No
                 timeout_s: float = DEFAULT_TIMEOUT_S) -> SnippetRun:
     """Execute the snippet of a registry claim (kind ``code-snippet``), its ``requires`` first."""
     root = root or project_root()
-    registry = registry or load_registry(root / "claims.yaml")
-    sources = load_sources(root)
-    return _run(claim_id, registry, sources, timeout_s, ())
+    cached_registry, sources = _project(root, (root / "claims.yaml").stat().st_mtime_ns)
+    return _run(claim_id, registry or cached_registry, sources, timeout_s, ())
+
+
+@functools.lru_cache(maxsize=4)
+def _project(root: Path, registry_mtime: int) -> tuple[Registry, Sources]:
+    """The registry and sources of ``root``, loaded once per version of claims.yaml."""
+    return load_registry(root / "claims.yaml"), load_sources(root)
 
 
 def _run(claim_id: str, registry: Registry, sources: Sources, timeout_s: float, chain: tuple[str, ...]) -> SnippetRun:

@@ -3,23 +3,17 @@
 Statistical claims are tested on a fixed seed with a stated sample size and a 6-sigma bound: the
 test is deterministic, and a true claim would fail for a random seed with probability < 1e-8.
 """
-import functools
 import math
 
 import pytest
 import sympy as sp
 import torch
-from hypothesis import example, given
-from hypothesis import strategies as st
 
-from claimcheck import claim_assert, record, refutes
-from claimcheck.snippets import run_snippet
-from impl.attention import attention
+from claimcheck import claim_assert, record
 
 N = 20_000  # samples of q . k per case
 DIMS = (1, 16, 64, 256)
 SIGMAS = 6.0
-EPS64 = 2.0**-52
 
 
 def _components(kind: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
@@ -149,113 +143,3 @@ def test_unscaled_logits_saturate_softmax_as_d_k_grows_while_scaled_ones_do_not(
     scaled_j = [mean[(d, True)][1] for d in dims]
     claim_assert(max(scaled_j) <= 1.15 * min(scaled_j) and max(scaled_j) > 20 * top_j,
                  "scaled logits' Jacobian norm changes with d_k", jacobian_norms=scaled_j, unscaled_at_65536=top_j)
-
-
-# ---- the length-dependent scalings printed in the documents ----------------------------------------------
-
-
-@functools.cache
-def _printed(claim_id: str, name: str):
-    run = run_snippet(claim_id)
-    assert name in run.namespace, run.describe()  # a crash of the evidence, not a counterexample
-    return run.namespace[name]
-
-
-def _qkv(n_q: int, n_k: int, d: int, seed: int):
-    gen = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn((1, 2, n, d), generator=gen, dtype=torch.float64) for n in (n_q, n_k, n_k))
-
-
-def _length_aware_tolerance(q, k, v, alpha: float) -> float:
-    """torch.log(torch.tensor(n)) is evaluated in float32 (an integer tensor promotes to the default
-    dtype), so the factor carries a relative error up to alpha 2^-24 even for float64 inputs: the
-    scores move by that times |S|, the output by at most twice that times max |v| (plus float64 rounding)."""
-    s = attention_scores_size(q, k) * math.log(max(q.shape[-2], 2)) ** alpha
-    return 2 * alpha * 2.0**-24 * s * v.abs().max().item() + 1e-12
-
-
-def attention_scores_size(q: torch.Tensor, k: torch.Tensor) -> float:
-    return (q @ k.transpose(-2, -1)).abs().max().item() / math.sqrt(q.shape[-1])
-
-
-@pytest.mark.claim("spectral.snippet-length-aware-matches-formula")
-@given(n=st.integers(2, 64), d=st.integers(1, 16), alpha=st.floats(0.5, 2.5), seed=st.integers(0, 2**16))
-def test_length_aware_attention_scales_scores_by_log_n_to_the_alpha(n, d, alpha, seed):
-    q, k, v = _qkv(n, n, d, seed)
-    printed = _printed("spectral.snippet-length-aware-attention", "length_aware_attention")(q, k, v, 1.0, alpha)
-    expected = attention(q, k, v, scale=math.log(n) ** alpha / math.sqrt(d))
-    err = (printed - expected).abs().max().item()
-    claim_assert(err <= _length_aware_tolerance(q, k, v, alpha),
-                 "length_aware_attention is not softmax(Q K^T / sqrt(d_k) * (log n)^alpha) V",
-                 n=n, d=d, alpha=alpha, error=err)
-
-
-@pytest.mark.claim("spectral.snippet-length-aware-n-is-query-length")
-@given(n_q=st.integers(1, 8), n_k=st.integers(1, 40), d=st.integers(1, 8), seed=st.integers(0, 2**16))
-def test_length_aware_attention_takes_n_from_the_queries_so_one_query_attends_uniformly(n_q, n_k, d, seed):
-    q, k, v = _qkv(n_q, n_k, d, seed)
-    printed = _printed("spectral.snippet-length-aware-attention", "length_aware_attention")(q, k, v)
-    expected = attention(q, k, v, scale=math.log(n_q) ** 1.7 / math.sqrt(d))
-    err = (printed - expected).abs().max().item()
-    claim_assert(err <= _length_aware_tolerance(q, k, v, 1.7), "the factor is not (log n_q)^1.7", n_q=n_q, n_k=n_k,
-                 error=err)
-    if n_q == 1:  # log 1 = 0: every score is 0, the output is the plain mean of the value rows
-        claim_assert(torch.allclose(printed, v.mean(-2, keepdim=True), rtol=0, atol=1e-14),
-                     "one query does not attend uniformly", n_k=n_k, output=printed)
-
-
-def _length_aware_factor(n: int) -> float:
-    """c(n) read off the printed function: one-dimensional queries q = 1/64 (n of them), keys 0 and 1,
-    values 0 and 1, so every output is sigmoid(c(n) / 64) and c(n) = 64 logit(output)."""
-    q = torch.full((n, 1), 1 / 64, dtype=torch.float64)
-    k = v = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
-    out = _printed("spectral.snippet-length-aware-attention", "length_aware_attention")(q, k, v)[0, 0].item()
-    return 64 * math.log(out / (1 - out))
-
-
-@pytest.mark.claim("spectral.snippet-length-aware-scaling-gt-one")
-@refutes()
-@given(n=st.integers(1, 10**6))
-def test_length_aware_factor_exceeds_one(n):
-    c = _length_aware_factor(n)
-    claim_assert(c > 1, "(log n)^1.7 <= 1: the factor flattens attention instead of sharpening it", n=n, factor=c)
-
-
-@pytest.mark.claim("spectral.snippet-length-aware-scaling-gt-one")
-@given(n=st.integers(1, 10**5))
-@example(n=1)
-@example(n=2)
-@example(n=3)
-@example(n=4096)
-def test_length_aware_factor_exceeds_one_exactly_from_three_tokens(n):
-    c = _length_aware_factor(n)
-    if n in (1, 2, 3, 4096):
-        record(f"length-aware factor c(n) [n={n}]", c)
-    # ln n is taken in float32 by the printed code (relative error 2^-24, times 1.7 after the power),
-    # and c is read back through a sigmoid in float64: 2^-21 relative covers both
-    claim_assert((c > 1) == (n >= 3) and abs(c - math.log(n) ** 1.7) <= 2.0**-21 * max(1.0, c),
-                 "c(n) = (ln n)^1.7 is not > 1 exactly for n >= 3", n=n, factor=c)
-
-
-@pytest.mark.claim("long-context.critical-scaling-code-docstring-matches-formula")
-@given(t=st.integers(1, 10**7), c=st.floats(0.0, 4.0), power=st.floats(0.5, 3.0))
-def test_critical_scale_factor_is_one_plus_c_times_ln_t_to_the_power(t, c, power):
-    module = _printed("long-context.snippet-critical-attention-scaling", "CriticalAttentionScaling")(16, c, power)
-    expected = 1 + c * sp.log(t) ** sp.Float(power, 30)
-    got = module.scale_factor(t)
-    claim_assert(abs(got - float(expected)) <= 4 * EPS64 * float(expected), "scale_factor(T) != 1 + c (ln T)^p",
-                 T=t, c=c, power=power, got=got, expected=float(expected))
-    default = _printed("long-context.snippet-critical-attention-scaling", "CriticalAttentionScaling")(16)
-    claim_assert((default.c, default.polylog_power) == (1.0, 1.5), "defaults are not c = 1, p = 1.5")
-
-
-@pytest.mark.claim("long-context.critical-scaling-code-t-is-query-length")
-@given(n_q=st.integers(1, 8), n_k=st.integers(1, 40), d=st.integers(1, 8), seed=st.integers(0, 2**16))
-def test_critical_scaling_takes_t_from_the_queries_so_one_query_gets_standard_scaling(n_q, n_k, d, seed):
-    q, k, v = _qkv(n_q, n_k, d, seed)
-    module = _printed("long-context.snippet-critical-attention-scaling", "CriticalAttentionScaling")(d)
-    out = module(q, k, v)
-    expected = attention(q, k, v, scale=1 / math.sqrt(d * (1 + math.log(n_q) ** 1.5)))
-    claim_assert((out - expected).abs().max().item() <= 1e-12, "the scaling does not use T = n_q", n_q=n_q, n_k=n_k)
-    if n_q == 1:  # f(1) = 1: a single (decoding) query gets plain 1/sqrt(d_k), whatever the context length
-        claim_assert((out - attention(q, k, v)).abs().max().item() <= 1e-12, "one query is length-scaled", n_k=n_k)

@@ -9,7 +9,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert, refutes
-from claimcheck.snippets import run_snippet
+from claimcheck.snippets import load_snippet, run_snippet
 from impl.softmax import naive_softmax, shifted_exponents, stable_softmax
 from properties.strategies import finite_floats, logit_matrices, logit_vectors
 
@@ -53,6 +53,18 @@ def test_shifted_exponents_lie_in_closed_unit_interval_with_max_exactly_one(x, d
     claim_assert(bool(((e >= 0) & (e <= 1)).all()), "exp(x - max x) left [0, 1]", x=x, exponents=e)
     claim_assert(e.max().item() == 1.0, "the maximal logit's exponent is not exactly 1", x=x)
     claim_assert(bool(torch.isfinite(stable_softmax(x)).all()), "stable softmax is not finite", x=x)
+
+
+@pytest.mark.claim("softmax.exponents-in-unit-interval")
+@pytest.mark.parametrize("dtype, smallest_subnormal_exponent", [(torch.float64, -1074), (torch.float32, -149)])
+def test_shifted_exponents_underflow_to_zero_exactly_below_ln_of_half_the_smallest_subnormal(
+        dtype, smallest_subnormal_exponent):
+    # exp(t) rounds to 0 exactly when it falls below half the smallest subnormal 2^e, i.e. t < (e - 1) ln 2:
+    # -745.13 in float64, -103.97 in float32. Probe 1e-3 on either side of that edge.
+    edge = (smallest_subnormal_exponent - 1) * math.log(2.0)
+    above, below = (shifted_exponents(torch.tensor([0.0, t], dtype=dtype))[1].item() for t in (edge + 1e-3, edge - 1e-3))
+    claim_assert(above > 0 and below == 0.0, "exp(x_i - max x) does not underflow to 0 at (e - 1) ln 2",
+                 dtype=str(dtype), edge=edge, just_above=above, just_below=below)
 
 
 @pytest.mark.claim("softmax.naive-overflow")
@@ -155,3 +167,14 @@ def test_torch_softmax_is_finite_and_exact_for_huge_and_tiny_logits(x, dtype):
     err = (probs.double() - exact).abs().max().item()
     claim_assert(bool(torch.isfinite(probs).all()) and err <= 2 * (len(x) + 2) * eps,
                  "torch.softmax overflowed or lost accuracy", x=x, dtype=str(dtype), error=err)
+
+
+@pytest.mark.claim("softmax.snippet-stable-softmax")
+@given(logits=logit_matrices())
+def test_printed_snippet_runs_once_the_reader_supplies_logits(logits):
+    # the correction: lines 94-99 define a working function; only line 102 needs a `logits` of the reader's
+    run = load_snippet("foundations", 91, 102, bindings={"logits": logits})
+    claim_assert(run.ran, "the snippet does not run with logits defined", snippet=run.describe())
+    out = run.namespace["stable_softmax"](logits)
+    claim_assert(out.shape == logits.shape and bool(torch.isfinite(out).all()),
+                 "the printed stable_softmax does not return finite probabilities of the input's shape", logits=logits)

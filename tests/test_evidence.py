@@ -56,3 +56,19 @@ def test_a_constructed_counterexample_must_give_its_reason():
         @refutes()
         def bare():
             claim_assert(False, "x")
+
+
+def test_values_become_plain_json():
+    import json
+
+    import numpy as np
+    import torch
+
+    from claimcheck.evidence import _plain
+
+    values = {"t": torch.tensor([[1.0, float("inf")]]), "z": torch.tensor([1 + 2j]), "a": np.array([3, 4]),
+              "c": complex(0, -1), "n": float("nan")}
+    plain = _plain(values)
+    assert plain == {"t": [[1.0, "inf"]], "z": {"re": 1.0, "im": 2.0}, "a": [3, 4], "c": {"re": 0.0, "im": -1.0},
+                     "n": "nan"}
+    json.dumps(plain, allow_nan=False)
