@@ -51,7 +51,7 @@ def render(report: dict[str, Any], progress: Callable[[str], None] | None = None
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
         '<link rel="icon" href="data:,">\n<title>Claim-status report</title>\n',
         f"<style>\n{css}</style>\n</head>\n<body>\n",
-        _header(report), _summary(report), _table(report), _coverage(report),
+        _header(report), _summary(report), _table(report), _backends(report), _coverage(report),
         '<div id="panels">\n', *panels, "</div>\n",
         f'<script type="application/json" id="claim-index">{_json_for_script(_index(report))}</script>\n',
         f"<script>\n{js}</script>\n</body>\n</html>\n",
@@ -73,7 +73,7 @@ def _header(report: dict) -> str:
     bench = (f"; benchmark results from {asv['runs']} asv record(s) on {', '.join(map(_e, asv['machines']))}"
              if asv["runs"] else "; no asv benchmark results")
     out = [f'<header>\n<h1>Claim-status report</h1>\n<p class="run">{how}{bench}. Generated {_e(report["generated"])}.</p>\n',
-           '<nav><a href="#summary">Summary</a> <a href="#claims">Claims</a> <a href="#coverage">Coverage</a></nav>\n']
+           '<nav><a href="#summary">Summary</a> <a href="#claims">Claims</a> <a href="#backends">Backends</a> <a href="#coverage">Coverage</a></nav>\n']
     partial = report["partial"]
     if partial["not_run"] or not partial["results"]:
         items = "".join(f"<li><code>{_e(ev)}</code></li>" for ev in partial["not_run"][:300])
@@ -110,6 +110,39 @@ def _summary(report: dict) -> str:
     by_doc = _cross_table(report, "document")
     return (f'<section id="summary">\n<h2>Summary</h2>\n<div class="cards">{cards}</div>\n{decided}\n'
             f'<div class="counts">{tables}</div>\n{by_doc}</section>\n')
+
+
+def _backends(report: dict) -> str:
+    """Which attention backends run on this machine, and their error ratios in the evidence."""
+    info = report.get("backends")
+    if not info:
+        return ""
+    runs: dict[str, list[str]] = {}
+    why: dict[str, set[str]] = {}
+    for row in info["availability"]:
+        key = f'{row["backend"]} ({row["device"]})'
+        if row["runs"]:
+            runs.setdefault(key, []).append(row["dtype"])
+        else:
+            why.setdefault(key, set()).add(f'{row["dtype"]}: {row["reason"]}')
+    rows = "".join(
+        f"<tr><th>{_e(k)}</th><td>{_e(', '.join(runs.get(k, [])) or '-')}</td>"
+        f"<td>{_e('; '.join(sorted(why.get(k, set()))) or '-')}</td></tr>"
+        for k in dict.fromkeys([*runs, *why]))
+    ratios = "".join(
+        f"<tr><th>{_e(r['backend'])}</th><td>{_e(r['dtype'])}</td><td class=\"num\">{r['cases']}</td>"
+        f"<td class=\"num\">{_num(r['median'])}</td><td class=\"num\">{_num(r['p90'])}</td>"
+        f"<td class=\"num\">{_num(r['max'])}</td></tr>" for r in info["error_ratio"])
+    return ('<section id="backends">\n<h2>Attention backends</h2>\n'
+            '<p>Whether each backend runs on the machine that built this report (skipped evidence names the same '
+            'reason), and the error ratios the evidence recorded: a backend\'s error against the float64 '
+            'reference divided by the error of the naive reference in the same precision (the bound is 2 for '
+            'outputs, 3 for gradients, plus a rounding floor).</p>\n'
+            '<table class="cross"><caption>Runs here</caption><thead><tr><th>backend (device)</th><th>runs in</th>'
+            f'<th>does not run</th></tr></thead><tbody>{rows}</tbody></table>\n'
+            '<table class="cross"><caption>Error ratio per backend and dtype (outputs and gradients)</caption>'
+            '<thead><tr><th>backend</th><th>dtype</th><th>cases</th><th>median</th><th>90%</th><th>max</th></tr>'
+            f'</thead><tbody>{ratios}</tbody></table>\n</section>\n')
 
 
 def _count_table(title: str, key: str, counts: dict[str, int]) -> str:

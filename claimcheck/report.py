@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
+from claimcheck import backends_status
 from claimcheck.asv_results import AsvResults, format_value
 from claimcheck.registry import DECIDED, VERDICTS, Registry
 from claimcheck.sources import Sources
@@ -113,6 +114,7 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
             "rests_on_refuted": sum(bool(c["rests_on_refuted"]) for c in claims),
         },
         "coverage": _coverage(sources, claims),
+        "backends": backends_status.summary(list(tests.values())),
         "claims": claims,
     }
 
