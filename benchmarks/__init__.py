@@ -1,0 +1,1 @@
+"""asv benchmarks of transformer-claims (see benchmarks/README.md)."""
