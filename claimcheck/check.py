@@ -27,7 +27,7 @@ def check(root: Path, registry_path: Path | None = None) -> list[Problem]:
     registry_path = registry_path or root / "claims.yaml"
     reg = str(registry_path.relative_to(root)) if registry_path.is_relative_to(root) else str(registry_path)
     try:
-        claims, problems = parse_registry(registry_path)
+        claims, problems, malformed = parse_registry(registry_path)
     except RegistryError as exc:
         return [Problem(reg, p.line, p.claim, p.message) for p in exc.problems]
     problems = [Problem(reg, p.line, p.claim, p.message) for p in problems]
@@ -40,8 +40,9 @@ def check(root: Path, registry_path: Path | None = None) -> list[Problem]:
             ids[c.id] = c
 
     problems += _check_sources(root, reg, claims)
-    problems += _check_links(reg, claims, ids)
-    problems += _check_evidence(root, reg, claims, ids)
+    known = set(ids) | malformed
+    problems += _check_links(reg, claims, ids, known)
+    problems += _check_evidence(root, reg, claims, ids, known)
     return problems
 
 
@@ -74,14 +75,14 @@ def _check_sources(root: Path, reg: str, claims: list[Claim]) -> list[Problem]:
     return problems
 
 
-def _check_links(reg: str, claims: list[Claim], ids: dict[str, Claim]) -> list[Problem]:
+def _check_links(reg: str, claims: list[Claim], ids: dict[str, Claim], known: set[str]) -> list[Problem]:
     problems: list[Problem] = []
     for c in claims:
         links = [("uses", u) for u in c.uses] + [("contradicts", x) for x in c.contradicts]
         links += [("same_as", c.same_as)] if c.same_as else []
         links += [("snippet", r) for r in (c.snippet.requires if c.snippet else ())]
         for name, target in links:
-            if target not in ids:
+            if target not in known:
                 problems.append(Problem(reg, c.line_of(name), c.id, f"{name} names unknown claim id '{target}'"))
             elif target == c.id:
                 problems.append(Problem(reg, c.line_of(name), c.id, f"{name} names the claim itself"))
@@ -111,7 +112,7 @@ def _check_links(reg: str, claims: list[Claim], ids: dict[str, Claim]) -> list[P
     return problems
 
 
-def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Claim]) -> list[Problem]:
+def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Claim], known: set[str]) -> list[Problem]:
     problems: list[Problem] = []
     tests = {t.nodeid: t for t in property_tests(root)}
     benches = benchmarks(root)
@@ -120,9 +121,9 @@ def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Cl
             problems.append(Problem(t.file, t.line, None,
                                     f"{t.nodeid} is tagged with no claim (add @pytest.mark.claim(...))"))
         for cid in t.claims:
-            if cid not in ids:
+            if cid not in known:
                 problems.append(Problem(t.file, t.line, cid, f"{t.nodeid} is tagged with unknown claim id '{cid}'"))
-            elif t.nodeid not in ids[cid].evidence:
+            elif cid in ids and t.nodeid not in ids[cid].evidence:
                 problems.append(Problem(t.file, t.line, cid,
                                         f"{t.nodeid} is tagged with '{cid}' but that claim's evidence does not name it"))
     for c in claims:
@@ -146,6 +147,14 @@ def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Cl
                                         f"evidence names '{ev}', which is not tagged with this claim"))
             else:
                 named_tests.append(test)
+        if c.same_as and c.same_as in ids and not c.evidence:
+            # a repeat is decided by the claim it repeats, not tested twice
+            target = ids[c.same_as]
+            if c.verdict not in ("open", target.verdict):
+                problems.append(Problem(reg, c.line_of("verdict"), c.id,
+                                        f"verdict '{c.verdict}' differs from '{target.verdict}' of the claim it "
+                                        f"repeats ({c.same_as}); give it its own evidence or align the verdicts"))
+            continue
         if c.verdict in DECIDED and not c.evidence:
             problems.append(Problem(reg, c.line_of("verdict"), c.id, f"verdict '{c.verdict}' has no evidence"))
             continue

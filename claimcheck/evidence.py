@@ -109,8 +109,10 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 
 def _record_counterexample(exc: ClaimViolation, reason: str | None, searched: bool) -> None:
-    notes = [n for n in getattr(exc, "__notes__", []) if n.strip()]
-    falsifying = "\n".join(n for n in notes if n.startswith(("Falsifying", "    ", ")")))
+    # Hypothesis adds the shrunk failing call as a note ("Falsifying example: ..." in older
+    # releases, "Failing test case: ..." in newer ones); keep that note, not its explanations.
+    notes = getattr(exc, "__notes__", [])
+    falsifying = "\n".join(n for n in notes if n.startswith(("Falsifying example", "Failing test case")))
     _properties().append(
         (
             "claimcheck.counterexample",
@@ -129,13 +131,15 @@ def _plain(value: Any) -> Any:
     """Convert tensors, arrays and numpy scalars into JSON-friendly Python values."""
     if hasattr(value, "detach"):  # torch.Tensor
         value = value.detach().cpu()
-        return value.item() if value.numel() == 1 else value.tolist()
+        return _plain(value.item() if value.numel() == 1 else value.tolist())
     if hasattr(value, "tolist"):  # numpy array or scalar
-        return value.tolist()
+        return _plain(value.tolist())
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if isinstance(value, complex):
+        return {"re": _plain(value.real), "im": _plain(value.imag)}
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, (str, int, float, bool)) or value is None:

@@ -11,6 +11,7 @@ summary is printed. Evidence that disagrees with a recorded verdict is a *mismat
 """
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,7 @@ def pytest_runtest_call(item: pytest.Item):
     original = getattr(handle, "inner_test", None)
     if original is not None:  # count the examples Hypothesis runs (shrinking included)
 
+        @functools.wraps(original)  # Hypothesis prints the failing call under this name
         def counted(*args: Any, **kwargs: Any) -> Any:
             counter[0] += 1
             return original(*args, **kwargs)
@@ -153,7 +155,6 @@ class _Aggregator:
         registry = _registry(self.config)
         observed = observe_all(registry, list(self.outcomes.values()))
         results_path = Path(self.config.getoption("claims_results") or root / "results" / "claims-results.json")
-        import hypothesis
 
         self.results = write_results(
             results_path,
@@ -161,7 +162,7 @@ class _Aggregator:
             observed,
             list(self.outcomes.values()),
             meta={
-                "profile": hypothesis.settings._current_profile,
+                "profile": _profile_name(),
                 "seconds": round(time.time() - self.started, 2),
                 "workers": getattr(self.config.option, "numprocesses", None) or 0,
             },
@@ -180,3 +181,10 @@ class _Aggregator:
             if row["status"] in ("mismatch", "error"):
                 tr.write_line(f"{row['status'].upper()} {row['id']}: {row['detail']}", red=True)
         tr.write_line("claims: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f"  ({self.results_path})")
+
+
+def _profile_name() -> str | None:
+    from hypothesis import settings
+
+    getter = getattr(settings, "get_current_profile_name", None)
+    return getter() if getter else getattr(settings, "_current_profile", None)

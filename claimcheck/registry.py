@@ -89,8 +89,11 @@ class Registry:
         return self.by_id.get(cid)
 
 
-def parse_registry(path: Path) -> tuple[list[Claim], list[Problem]]:
-    """Parse and schema-check the file; return the claims that are well-formed and the problems."""
+def parse_registry(path: Path) -> tuple[list[Claim], list[Problem], set[str]]:
+    """Parse and schema-check the file.
+
+    Returns the well-formed claims, the problems, and the ids of malformed entries (so that other
+    checks do not report references to them as unknown)."""
     name = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -103,12 +106,13 @@ def parse_registry(path: Path) -> tuple[list[Claim], list[Problem]]:
         line = mark.line + 1 if mark else None
         raise RegistryError([Problem(name, line, None, f"invalid YAML: {exc.problem or exc}")]) from exc
     if root is None:
-        return [], []
+        return [], [], set()
     if not isinstance(root, yaml.SequenceNode):
         raise RegistryError([Problem(name, root.start_mark.line + 1, None,
                                      "the registry must be a YAML list of claim mappings")])
     claims: list[Claim] = []
     problems: list[Problem] = []
+    malformed: set[str] = set()  # ids of entries rejected above: still known, for cross-references
     validator = jsonschema.Draft202012Validator(SCHEMA)
     for node in root.value:
         at = node.start_mark.line + 1
@@ -124,14 +128,21 @@ def parse_registry(path: Path) -> tuple[list[Claim], list[Problem]]:
             if key.value == "id" and isinstance(value, yaml.ScalarNode):
                 cid = value.value
         data = yaml.SafeLoader("").construct_object(node, deep=True)
-        errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+        errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
         for error in errors:
+            if error.validator == "additionalProperties" and not error.absolute_path:
+                for extra in sorted(set(data) - set(SCHEMA["properties"])):
+                    problems.append(Problem(name, field_lines.get(extra, at), cid,
+                                            f"unknown field '{extra}' (allowed: {', '.join(SCHEMA['properties'])})"))
+                continue
             top = str(error.absolute_path[0]) if error.absolute_path else None
             problems.append(Problem(name, field_lines.get(top, at) if top else at, cid, _schema_message(error)))
         if errors:
+            if isinstance(cid, str):
+                malformed.add(cid)
             continue
         claims.append(_claim(data, at, field_lines))
-    return claims, problems
+    return claims, problems, malformed
 
 
 def _schema_message(error: jsonschema.ValidationError) -> str:
@@ -139,7 +150,11 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         return f"unknown field(s): {error.message.split('(')[-1].rstrip(')')}"
     if error.validator == "required":
-        return f"missing field: {error.message.split(' is a required')[0]}"
+        missing = error.message.split(" is a required")[0]
+        if "allOf" in error.absolute_schema_path:  # a field required by the verdict or the kind
+            return f"missing field {missing}: required for this verdict/kind (fails and partly need a correction, " \
+                   "unverifiable a reason, code-snippet a snippet range)"
+        return f"missing field: {missing}"
     if error.validator == "enum":
         return f"{where}: {error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
     if error.validator in ("allOf", "if", "then") or error.validator == "not":
@@ -173,7 +188,7 @@ def _claim(data: dict[str, Any], at: int, field_lines: dict[str, int]) -> Claim:
 
 def load_registry(path: Path) -> Registry:
     """Load the registry, raising :class:`RegistryError` with every structural problem."""
-    claims, problems = parse_registry(path)
+    claims, problems, _ = parse_registry(path)
     seen: dict[str, Claim] = {}
     for claim in claims:
         if claim.id in seen:

@@ -1,76 +1,217 @@
-"""The claim-status report: ``report/claims.json`` and ``report/claims.md``.
+"""The claim-status report: ``report/index.html``, ``report/claims.md`` and ``report/claims.json``.
 
-Built from the registry and the per-claim results written by the pytest plugin. Claims without
-results are reported as ``untested`` (decided verdicts), ``open`` or ``unverifiable``.
+Built from the registry, the per-claim results written by the pytest plugin
+(``results/claims-results.json``) and asv's saved benchmark results when there are any.
+``claims.json`` follows ``claimcheck/report.schema.json``. Claims without results are reported
+as ``untested`` (decided verdicts), ``open`` or ``unverifiable``; evidence that did not run is
+listed, per claim and for the whole report.
+
+The folder is written atomically: everything goes to a temporary folder beside it, which then
+replaces the old one, so a crash mid-way leaves the previous report intact.
 """
 from __future__ import annotations
 
+import ctypes
+import datetime as dt
 import json
+import os
+import shutil
+import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from claimcheck.registry import Registry
+from claimcheck.asv_results import AsvResults, format_value
+from claimcheck.registry import DECIDED, VERDICTS, Registry
 from claimcheck.sources import Sources
-from claimcheck.status import STATUSES, atomic_write
+from claimcheck.status import STATUSES
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
+SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
+REFUTED_VERDICTS = ("fails", "partly")
 
 
-def build(registry: Registry, sources: Sources, results: dict | None) -> dict[str, Any]:
-    """The report as one JSON-ready mapping (see docs in README: 'The report')."""
-    rows = {r["id"]: r for r in (results or {}).get("claims", [])}
-    tests = {t["nodeid"]: t for t in (results or {}).get("tests", [])}
+def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvResults | None = None,
+          generated: str | None = None) -> dict[str, Any]:
+    """The report as one JSON-ready mapping (schema: ``claimcheck/report.schema.json``)."""
+    rows = {r["id"]: r for r in (results or {}).get("claims", []) if isinstance(r, dict) and "id" in r}
+    tests = {t["nodeid"]: t for t in (results or {}).get("tests", []) if isinstance(t, dict) and "nodeid" in t}
     claims = []
     for c in registry.claims:
         row = rows.get(c.id)
         if row is not None:
-            status, detail, counterexample = row["status"], row["detail"], row["counterexample"]
+            status, detail = row.get("status") or "untested", row.get("detail") or ""
+            counterexample = row.get("counterexample")
         elif c.verdict in ("open", "unverifiable"):
             status, detail, counterexample = c.verdict, c.reason or "recorded; not yet decided", None
         else:
             status, detail, counterexample = "untested", "no results for this claim", None
-        doc = sources[c.source]
-        outcomes = [_outcome(tests[n]) for n in (row or {}).get("evidence_run", []) if n in tests]
+        doc = sources[c.source] if c.source in sources else None
+        ran, not_run = _match_evidence(c.evidence, tests, (row or {}).get("evidence_run", []))
+        section = _section_of(doc, c.line)
         claims.append({
             "id": c.id,
             "document": c.source,
             "line": c.line,
-            "section": doc.heading_of(c.line),
+            "section": section["title"],
+            "section_line": section["line"],
             "quote": c.quote,
             "statement": c.statement,
             "topic": c.topic,
             "kind": c.kind,
             "verdict": c.verdict,
+            "decided": c.verdict in DECIDED,
             "status": status,
             "detail": detail,
             "correction": c.correction,
             "reason": c.reason,
             "counterexample": counterexample,
             "evidence": list(c.evidence),
-            "outcomes": outcomes,
+            "outcomes": [_outcome(tests[n]) for n in ran],
+            "not_run": not_run,
+            "benchmarks": [_benchmark(ev, asv) for ev in c.evidence if ev.startswith("benchmarks/")],
             "uses": list(c.uses),
+            "used_by": [],
+            "rests_on_refuted": [],
             "same_as": c.same_as,
             "contradicts": list(c.contradicts),
-            "snippet": {"start": c.snippet.start, "end": c.snippet.end} if c.snippet else None,
+            "snippet": _snippet(c, doc),
             "notes": c.notes,
         })
+    _link(claims)
+    known = {c["id"] for c in claims}
+    not_run = sorted({ev for c in claims for ev in c["not_run"]})
     return {
         "schema": REPORT_SCHEMA_VERSION,
+        "generated": generated or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "run": (results or {}).get("meta"),
+        "partial": {
+            "results": results is not None,
+            "complete": results is not None and not not_run,
+            "not_run": not_run,
+            "claims_affected": sorted(c["id"] for c in claims if c["not_run"]),
+            "unknown_claims": sorted(cid for cid in rows if cid not in known),
+            "benchmarks_without_results": sorted({b["name"] for c in claims for b in c["benchmarks"] if not b["runs"]}),
+        },
+        "asv": {
+            "results_dir": str(asv.results_dir) if asv else None,
+            "machines": sorted(asv.machines) if asv else [],
+            "runs": len(asv.runs) if asv else 0,
+            "skipped_files": list(asv.skipped) if asv else [],
+        },
         "counts": {
             "status": _count(claims, "status", STATUSES),
-            "verdict": _count(claims, "verdict", ("holds", "fails", "partly", "unverifiable", "open")),
+            "verdict": _count(claims, "verdict", VERDICTS),
             "document": _count(claims, "document", tuple(sources.documents)),
             "topic": _count(claims, "topic", ()),
+            "kind": _count(claims, "kind", ()),
+            "decided": {
+                "decided": sum(c["decided"] for c in claims),
+                "unverifiable": sum(c["verdict"] == "unverifiable" for c in claims),
+                "open": sum(c["verdict"] == "open" for c in claims),
+            },
+            "rests_on_refuted": sum(bool(c["rests_on_refuted"]) for c in claims),
         },
+        "coverage": _coverage(sources, claims),
         "claims": claims,
     }
 
 
+def _match_evidence(evidence: tuple[str, ...], tests: dict[str, dict], evidence_run: list[str]) -> tuple[list[str], list[str]]:
+    """The test node ids that ran as this claim's evidence, and the named tests that did not run.
+
+    A name without parameters (``test_x``) matches every parametrized node (``test_x[a-b]``).
+    """
+    ran: list[str] = [n for n in evidence_run if n in tests]
+    not_run: list[str] = []
+    for ev in evidence:
+        if ev.startswith("benchmarks/"):
+            continue
+        found = [n for n in tests if n == ev or (n.startswith(ev + "[") and "[" not in ev)]
+        if not found:
+            not_run.append(ev)
+        ran += [n for n in found if n not in ran]
+    return ran, not_run
+
+
+def _snippet(c: Any, doc: Any) -> dict[str, Any] | None:
+    if not c.snippet:
+        return None
+    try:
+        text = doc.line_range(c.snippet.start, c.snippet.end) if doc is not None else None
+    except ValueError:
+        text = None
+    return {"start": c.snippet.start, "end": c.snippet.end, "requires": list(c.snippet.requires), "text": text}
+
+
+def _section_of(doc: Any, line: int) -> dict[str, Any]:
+    current = {"title": "(preamble)", "line": 0}
+    for h in doc.headings if doc is not None else ():
+        if h.line > line:
+            break
+        current = {"title": h.title, "line": h.line}
+    return current
+
+
 def _outcome(test: dict) -> dict:
-    keep = ("nodeid", "kind", "outcome", "message", "examples", "figures", "seconds", "counterexample")
+    keep = ("nodeid", "kind", "outcome", "summary", "message", "examples", "figures", "seconds", "counterexample")
     return {k: test.get(k) for k in keep}
+
+
+def _benchmark(evidence: str, asv: AsvResults | None) -> dict[str, Any]:
+    history = asv.history(evidence) if asv else []
+    latest = asv.latest(evidence) if asv else []
+    return {
+        "name": evidence,
+        "asv_name": asv.asv_name(evidence) if asv else None,
+        "runs": [r.to_json() for r in latest],
+        "history": len(history),
+        "commits": sorted({r.commit for r in history}),
+    }
+
+
+def _link(claims: list[dict]) -> None:
+    """Fill ``used_by`` and ``rests_on_refuted`` (every claim reachable through ``uses`` that is
+    refuted as written, nearest first)."""
+    by_id = {c["id"]: c for c in claims}
+    for c in claims:
+        for u in c["uses"]:
+            if u in by_id:
+                by_id[u]["used_by"].append(c["id"])
+
+    def refuted(c: dict) -> bool:
+        return c["status"] == "refuted" or c["verdict"] in REFUTED_VERDICTS
+
+    for c in claims:
+        seen, queue, found = {c["id"]}, list(c["uses"]), []
+        while queue:
+            cid = queue.pop(0)
+            if cid in seen or cid not in by_id:
+                continue
+            seen.add(cid)
+            if refuted(by_id[cid]):
+                found.append(cid)
+            queue += by_id[cid]["uses"]
+        c["rests_on_refuted"] = found
+
+
+def _coverage(sources: Sources, claims: list[dict]) -> list[dict]:
+    """Per document, every section (heading) with the claims recorded in it, empty ones included."""
+    out = []
+    for key, doc in sources.documents.items():
+        mine = [c for c in claims if c["document"] == key]
+        heads = [{"line": 0, "title": "(preamble)", "level": 0}] + [
+            {"line": h.line, "title": h.title, "level": h.level} for h in doc.headings]
+        sections = []
+        for h in heads:
+            inside = [c for c in mine if c["section_line"] == h["line"]]
+            if h["line"] == 0 and not inside:
+                continue
+            sections.append({**h, "claims": len(inside), "decided": sum(c["decided"] for c in inside),
+                             "status": dict(Counter(c["status"] for c in inside))})
+        out.append({"document": key, "title": doc.title, "claims": len(mine), "sections": sections,
+                    "sections_with_claims": sum(1 for s in sections if s["claims"])})
+    return out
 
 
 def _count(claims: list[dict], key: str, order: tuple[str, ...]) -> dict[str, int]:
@@ -79,56 +220,117 @@ def _count(claims: list[dict], key: str, order: tuple[str, ...]) -> dict[str, in
     return {k: counts.get(k, 0) for k in keys}
 
 
+# ---------------------------------------------------------------------------------------------
+# Markdown
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     out = ["# Claim-status report", ""]
     run = report.get("run")
     if run:
-        out.append(f"Evidence run: Hypothesis profile `{run.get('profile')}`, {run.get('seconds')} s.")
+        out.append(f"Evidence run: Hypothesis profile `{run.get('profile')}`, {run.get('seconds')} s. "
+                   f"Generated {report['generated']}.")
     else:
         out.append("No evidence results were available: decided claims show as `untested`.")
     out.append("")
-    for title, key in (("Observed status", "status"), ("Verdict", "verdict"), ("Document", "document"), ("Topic", "topic")):
+    partial = report["partial"]
+    if partial["not_run"]:
+        out += [f"**Partial results:** {len(partial['not_run'])} piece(s) of evidence did not run "
+                f"({len(partial['claims_affected'])} claims affected):", ""]
+        out += [f"- `{ev}`" for ev in partial["not_run"][:200]]
+        if len(partial["not_run"]) > 200:
+            out.append(f"- ... and {len(partial['not_run']) - 200} more (see claims.json)")
+        out.append("")
+    d = report["counts"]["decided"]
+    out += [f"**Decided:** {d['decided']} of {len(report['claims'])} claims "
+            f"({d['unverifiable']} unverifiable offline, {d['open']} open).", ""]
+    for title, key in (("Observed status", "status"), ("Verdict", "verdict"), ("Document", "document"),
+                       ("Topic", "topic"), ("Kind", "kind")):
         counts = {k: v for k, v in report["counts"][key].items() if v}
         out += [f"**{title}:** " + ", ".join(f"{k} {v}" for k, v in counts.items()), ""]
+    if report["counts"]["rests_on_refuted"]:
+        out += [f"**Rests on a refuted claim:** {report['counts']['rests_on_refuted']} claims.", ""]
+
+    out += ["## Coverage by section", ""]
+    for doc in report["coverage"]:
+        out += [f"### {doc['document']}: {doc['title']}", "",
+                f"{doc['claims']} claims in {doc['sections_with_claims']} of {len(doc['sections'])} sections.", "",
+                "| line | section | claims | decided |", "| --- | --- | --- | --- |"]
+        for s in doc["sections"]:
+            indent = "&nbsp;&nbsp;" * max(0, s["level"] - 1)
+            out.append(f"| {s['line']} | {indent}{_cell(s['title'])} | {s['claims']} | {s['decided']} |")
+        out.append("")
+
     by_doc: dict[str, list[dict]] = {}
     for c in report["claims"]:
         by_doc.setdefault(c["document"], []).append(c)
+    out += ["## Claims", ""]
     for doc, claims in by_doc.items():
-        out += [f"## {doc}", "", "| id | line | verdict | status | statement |", "| --- | --- | --- | --- | --- |"]
+        out += [f"### {doc}", "", "| id | line | verdict | status | statement |", "| --- | --- | --- | --- | --- |"]
         for c in sorted(claims, key=lambda c: c["line"]):
-            out.append(f"| `{c['id']}` | {c['line']} | {c['verdict']} | {c['status']} | {_cell(c['statement'])} |")
+            out.append(f"| [`{c['id']}`](#{_anchor(c['id'])}) | {c['line']} | {c['verdict']} | "
+                       f"{c['status']} | {_cell(c['statement'])} |")
         out.append("")
     out += ["## Details", ""]
     for c in report["claims"]:
-        out += [f"### `{c['id']}`", "",
-                f"- source: {c['document']}:{c['line']} ({c['section']}), quote: 「{c['quote']}」",
-                f"- statement: {c['statement']}",
-                f"- verdict: **{c['verdict']}**, observed: **{c['status']}**: {c['detail']}"]
-        if c["correction"]:
-            out.append(f"- correction: {c['correction']}")
-        if c["reason"] and c["verdict"] == "unverifiable":
-            out.append(f"- why not checkable offline: {c['reason']}")
-        if c["counterexample"]:
-            out.append("- counterexample:")
-            out += ["", "```", _show_counterexample(c["counterexample"]), "```", ""]
-        for o in c["outcomes"]:
-            extra = f", {o['examples']} examples" if o.get("examples") else ""
-            out.append(f"- evidence `{o['nodeid']}` ({o['kind']}): {o['outcome']}{extra}")
-            for fig in o.get("figures") or []:
-                out.append(f"  - {fig['name']} = {json.dumps(fig['value'])[:200]}")
-        out.append("")
+        out += _markdown_claim(c)
     return "\n".join(out) + "\n"
 
 
-def _show_counterexample(cx: dict) -> str:
+def _markdown_claim(c: dict) -> list[str]:
+    out = [f"### {c['id']}", "",
+           f"- source: {c['document']}:{c['line']} ({c['section']}), quote: 「{c['quote']}」",
+           f"- statement: {c['statement']}",
+           f"- verdict: **{c['verdict']}**, observed: **{c['status']}**: {c['detail']}"]
+    if c["rests_on_refuted"]:
+        out.append("- rests on refuted claim(s): " + ", ".join(f"`{u}`" for u in c["rests_on_refuted"]))
+    if c["correction"]:
+        out.append(f"- correction: {c['correction']}")
+    if c["reason"] and c["verdict"] == "unverifiable":
+        out.append(f"- why not checkable offline: {c['reason']}")
+    if c["uses"]:
+        out.append("- uses: " + ", ".join(f"`{u}`" for u in c["uses"]))
+    if c["counterexample"]:
+        out += ["- counterexample:", "", "```", show_counterexample(c["counterexample"]), "```", ""]
+    for o in c["outcomes"]:
+        extra = f", {o['examples']} examples" if o.get("examples") else ""
+        out.append(f"- evidence `{o['nodeid']}` ({o['kind']}): {o['outcome']}{extra}")
+        for fig in o.get("figures") or []:
+            out.append(f"  - {fig['name']} = {_short_json(fig['value'])}")
+    for ev in c["not_run"]:
+        out.append(f"- evidence `{ev}`: did not run")
+    for b in c["benchmarks"]:
+        if not b["runs"]:
+            out.append(f"- benchmark `{b['name']}`: no asv results")
+        for run in b["runs"]:
+            rows = "; ".join(f"{','.join(r['params']) or '-'}: {format_value(r['value'], run['unit'])}"
+                             for r in run["rows"][:12])
+            out.append(f"- benchmark `{b['name']}` on {run['machine']} at {run['commit'][:8]}: {rows}")
+    out.append("")
+    return out
+
+
+def show_counterexample(cx: dict) -> str:
+    """A counterexample as plain text (the HTML page shows matrices as tables)."""
     lines = [str(cx.get("message") or "")]
     for k, v in (cx.get("values") or {}).items():
-        lines.append(f"{k} = {json.dumps(v)[:600]}")
+        lines.append(f"{k} = {_short_json(v, 600)}")
     if cx.get("hypothesis"):
         lines.append(cx["hypothesis"])
     if cx.get("reason"):
         lines.append(f"(constructed: {cx['reason']})")
+    if cx.get("detail") and cx.get("how") == "property failed":
+        lines.append(cx["detail"])
     return "\n".join(lines)
+
+
+def _short_json(value: Any, limit: int = 200) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def _anchor(cid: str) -> str:
+    return cid.replace(".", "")
 
 
 def _cell(text: str) -> str:
@@ -136,7 +338,51 @@ def _cell(text: str) -> str:
     return text if len(text) <= 140 else text[:137] + "..."
 
 
-def write(report: dict[str, Any], folder: Path) -> None:
-    """Write claims.json and claims.md into ``folder``, each atomically."""
-    atomic_write(folder / "claims.json", json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-    atomic_write(folder / "claims.md", render_markdown(report))
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def write(report: dict[str, Any], folder: Path, html: Callable[[dict[str, Any]], str] | None = None) -> None:
+    """Write claims.json, claims.md and (given a renderer) index.html into ``folder`` atomically."""
+    folder = folder.resolve()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.new-"))
+    try:
+        (tmp / "claims.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        (tmp / "claims.md").write_text(render_markdown(report), encoding="utf-8")
+        if html is not None:
+            (tmp / "index.html").write_text(html(report), encoding="utf-8")
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a report is for reading
+        _swap_in(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _swap_in(new: Path, folder: Path) -> None:
+    """Put ``new`` in place of ``folder``: one atomic exchange where the system has it
+    (renameat2 RENAME_EXCHANGE), otherwise two renames with the old folder kept until the end."""
+    if not folder.exists():
+        os.rename(new, folder)
+        return
+    if _exchange(new, folder):
+        shutil.rmtree(new, ignore_errors=True)  # `new` now holds the old report
+        return
+    old = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.old-"))
+    os.rename(folder, old / folder.name)
+    os.rename(new, folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def load_schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))

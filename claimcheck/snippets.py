@@ -113,11 +113,13 @@ def execute(run: SnippetRun, filename: str, timeout_s: float = DEFAULT_TIMEOUT_S
 
 
 def load_snippet(source: str, start: int, end: int, *, requires: tuple[SnippetRun, ...] = (),
-                 sources: Sources | None = None, root: Path | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> SnippetRun:
+                 bindings: dict[str, Any] | None = None, sources: Sources | None = None,
+                 root: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> SnippetRun:
     """Execute lines ``start..end`` of document ``source`` after the snippets in ``requires``.
 
-    ``requires`` are results of earlier runs; their namespaces are merged in order.
+    ``requires`` are results of earlier runs; their namespaces are merged in order. ``bindings``
+    supplies names the snippet uses but never defines (a test states them, e.g. to run the rest of
+    a snippet past a line that fails as printed).
     """
     sources = sources or load_sources(root or project_root())
     doc = sources[source]
@@ -125,6 +127,7 @@ def load_snippet(source: str, start: int, end: int, *, requires: tuple[SnippetRu
     namespace = base_namespace()
     for earlier in requires:
         namespace.update({k: v for k, v in earlier.namespace.items() if k not in _BASE_NAMES})
+    namespace.update(bindings or {})
     run = SnippetRun(source, start, end, code, namespace=namespace)
     return execute(run, filename=f"sources/{doc.path.name}", timeout_s=timeout_s)
 

@@ -39,6 +39,7 @@ class Outcome:
     kind: str  # "property" or "refutation"
     outcome: str = "untested"  # passed | failed | error | skipped
     message: str | None = None
+    summary: str | None = None  # the one-line exception message of a failure
     counterexample: dict | None = None
     figures: list[dict] = field(default_factory=list)
     examples: int | None = None
@@ -65,6 +66,8 @@ class Outcome:
         violated = report.when == "call" and exc.get("violated", False)
         self.outcome = "failed" if violated else "error"
         self.message = _tail(getattr(report, "longreprtext", "") or str(report.longrepr))
+        crash = getattr(report.longrepr, "reprcrash", None)
+        self.summary = crash.message.splitlines()[0] if crash is not None and crash.message else _last_line(self.message)
 
 
 def _skip_reason(report: Any) -> str:
@@ -96,7 +99,7 @@ def observe(claim: Claim, outcomes: list[Outcome]) -> Observed:
         return Observed("untested", "no evidence for this claim ran")
     errors = [o for o in outcomes if o.outcome == "error"]
     if errors:
-        return Observed("error", f"{errors[0].nodeid} crashed: {_last_line(errors[0].message)}")
+        return Observed("error", f"{errors[0].nodeid} crashed: {errors[0].summary}")
     ran = [o for o in outcomes if o.outcome in ("passed", "failed")]
     if not ran:
         reasons = sorted({o.message or "" for o in outcomes})
@@ -111,7 +114,7 @@ def observe(claim: Claim, outcomes: list[Outcome]) -> Observed:
     if claim.verdict in ("holds", "unverifiable"):
         if broken:
             return Observed("mismatch", f"recorded {claim.verdict}, but {broken[0].nodeid} failed: "
-                            f"{_last_line(broken[0].message)}", _failure_example(broken[0]))
+                            f"{broken[0].summary}", _failure_example(broken[0]))
         if found:
             return Observed("mismatch", f"recorded {claim.verdict}, but {found[0].nodeid} found a counterexample",
                             counterexample)
@@ -124,7 +127,7 @@ def observe(claim: Claim, outcomes: list[Outcome]) -> Observed:
         return Observed("mismatch", f"recorded {claim.verdict}, but {missing[0].nodeid} found no counterexample")
     if broken:
         return Observed("mismatch", f"the correction does not hold: {broken[0].nodeid} failed: "
-                        f"{_last_line(broken[0].message)}", _failure_example(broken[0]))
+                        f"{broken[0].summary}", _failure_example(broken[0]))
     if not found:
         return Observed("skipped", "the refutation did not run")
     detail = "counterexample found"
@@ -142,7 +145,7 @@ def _last_line(text: str | None) -> str:
 
 
 def _failure_example(outcome: Outcome) -> dict:
-    return {"message": _last_line(outcome.message), "how": "property failed", "detail": outcome.message}
+    return {"message": outcome.summary, "how": "property failed", "detail": outcome.message}
 
 
 def observe_all(registry: Registry, outcomes: list[Outcome]) -> dict[str, Observed]:
@@ -151,6 +154,12 @@ def observe_all(registry: Registry, outcomes: list[Outcome]) -> dict[str, Observ
         for cid in outcome.claims:
             by_claim.setdefault(cid, []).append(outcome)
     observed = {c.id: observe(c, by_claim[c.id]) for c in registry.claims}
+    for c in registry.claims:  # a repeat without evidence of its own shows what its original showed
+        target = registry.get(c.same_as) if c.same_as else None
+        if target is not None and not by_claim[c.id] and c.verdict == target.verdict and c.verdict != "open":
+            original = observed[target.id]
+            observed[c.id] = Observed(original.status, f"same as {target.id}: {original.detail}",
+                                      original.counterexample)
     for cid in by_claim:
         if cid not in observed:  # a test tagged with an id that is not in the registry
             observed[cid] = Observed("error", "evidence names a claim id that is not in the registry")

@@ -18,8 +18,10 @@ from hypothesis import HealthCheck, settings
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
                print_blob=True)
 settings.register_profile("ci", parent=settings.get_profile("ci"), max_examples=50, **_common)
-settings.register_profile("dev", max_examples=100, **_common)
-settings.register_profile("thorough", max_examples=1000, **_common)
+# Explicit parents: with CI set, Hypothesis makes its own `ci` profile the default, which a profile
+# registered without a parent would silently inherit (derandomize included).
+settings.register_profile("dev", parent=settings.get_profile("default"), max_examples=100, **_common)
+settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=1000, **_common)
 
 _choice = os.environ.get("CLAIMS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 if _choice not in ("ci", "dev", "thorough"):

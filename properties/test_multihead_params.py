@@ -82,3 +82,10 @@ def test_multi_head_has_exactly_the_parameters_of_full_width_single_head_attenti
     single = sum(p.numel() for p in torch.nn.MultiheadAttention(D_MODEL, 1, bias=True).parameters())
     claim_assert(multi == single, "h heads of width d/h and one head of width d differ in parameters",
                  multi=multi, single=single)
+
+
+@pytest.mark.claim("multi-head.config-512-8-dk-64")
+def test_example_configuration_has_d_k_equal_d_model_over_h():
+    m = _module()
+    claim_assert(D_MODEL % H == 0 and D_MODEL // H == 64 == m.head_dim, "d_k = d_v = d_model / h does not give 64",
+                 d_model=D_MODEL, h=H, head_dim=m.head_dim)

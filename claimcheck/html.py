@@ -1,0 +1,474 @@
+"""``report/index.html``: the claim-status report as one self-contained page.
+
+No network fetches (a Content-Security-Policy forbids them): the style sheet and script
+(``claimcheck/assets/``) and the plots (inline SVG) are in the page, so it works from file://.
+The page has a summary, a filterable and sortable table of claims, a coverage table by document
+section, and one detail panel per claim that opens over the page when its row is clicked
+(``#claim-<id>``: the panel is the URL fragment's target, so links and the back button work,
+and the panels open even with scripts disabled).
+"""
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+from typing import Any, Callable
+
+from claimcheck import plots
+from claimcheck.asv_results import BenchmarkRun, format_value
+
+ASSETS = Path(__file__).with_name("assets")
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+MATRIX_LIMIT = 16  # rows and columns of a counterexample matrix shown; larger ones are cut with a note
+VECTOR_LIMIT = 64
+STATUS_HELP = {
+    "verified": "every property ran and held",
+    "refuted": "the claim as written is refuted by a counterexample; its correction held",
+    "unverifiable": "cannot be checked offline; its consistency checks (if any) passed",
+    "open": "recorded, not yet decided",
+    "mismatch": "the evidence disagrees with the recorded verdict",
+    "error": "a piece of evidence crashed",
+    "skipped": "every piece of evidence was skipped",
+    "untested": "no evidence for this claim ran",
+}
+FILTERS = (("document", "document"), ("topic", "topic"), ("kind", "kind"), ("verdict", "verdict"),
+           ("status", "observed status"))
+
+
+def render(report: dict[str, Any], progress: Callable[[str], None] | None = None) -> str:
+    """The whole page. ``progress`` is told how far the (plot-heavy) claim panels have got."""
+    claims = report["claims"]
+    panels = []
+    for i, c in enumerate(claims, start=1):
+        panels.append(_panel(c, report))
+        if progress and (i % 50 == 0 or i == len(claims)):
+            progress(f"rendered {i}/{len(claims)} claims")
+    css = (ASSETS / "report.css").read_text(encoding="utf-8")
+    js = (ASSETS / "report.js").read_text(encoding="utf-8")
+    return "".join([
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
+        '<link rel="icon" href="data:,">\n<title>Claim-status report</title>\n',
+        f"<style>\n{css}</style>\n</head>\n<body>\n",
+        _header(report), _summary(report), _table(report), _coverage(report),
+        '<div id="panels">\n', *panels, "</div>\n",
+        f'<script type="application/json" id="claim-index">{_json_for_script(_index(report))}</script>\n',
+        f"<script>\n{js}</script>\n</body>\n</html>\n",
+    ])
+
+
+# ---------------------------------------------------------------------------------------------
+# page parts
+
+
+def _header(report: dict) -> str:
+    run = report.get("run")
+    if run:
+        how = (f"Evidence run with Hypothesis profile <b>{_e(run.get('profile'))}</b> "
+               f"in {_e(run.get('seconds'))} s")
+    else:
+        how = "<b>No evidence results were available</b>: decided claims show as untested"
+    asv = report["asv"]
+    bench = (f"; benchmark results from {asv['runs']} asv record(s) on {', '.join(map(_e, asv['machines']))}"
+             if asv["runs"] else "; no asv benchmark results")
+    out = [f'<header>\n<h1>Claim-status report</h1>\n<p class="run">{how}{bench}. Generated {_e(report["generated"])}.</p>\n',
+           '<nav><a href="#summary">Summary</a> <a href="#claims">Claims</a> <a href="#coverage">Coverage</a></nav>\n']
+    partial = report["partial"]
+    if partial["not_run"] or not partial["results"]:
+        items = "".join(f"<li><code>{_e(ev)}</code></li>" for ev in partial["not_run"][:300])
+        more = f"<li>... and {len(partial['not_run']) - 300} more</li>" if len(partial["not_run"]) > 300 else ""
+        what = ("no evidence results were found" if not partial["results"]
+                else f"{len(partial['not_run'])} piece(s) of evidence did not run")
+        out.append(f'<div class="banner partial" id="partial"><b>Partial results:</b> {what} '
+                   f'({len(partial["claims_affected"])} claims affected).'
+                   + (f"<details><summary>evidence that did not run</summary><ul>{items}{more}</ul></details>" if items else "")
+                   + "</div>\n")
+    if partial["unknown_claims"]:
+        out.append('<div class="banner bad">Results name claim ids the registry does not have: '
+                   + ", ".join(f"<code>{_e(i)}</code>" for i in partial["unknown_claims"]) + "</div>\n")
+    out.append("</header>\n")
+    return "".join(out)
+
+
+def _summary(report: dict) -> str:
+    counts = report["counts"]
+    total = len(report["claims"])
+    d = counts["decided"]
+    cards = "".join(
+        f'<button type="button" class="card s-{_e(s)}" data-filter="status" data-value="{_e(s)}" '
+        f'title="{_e(STATUS_HELP.get(s, ""))}"><span class="n">{n}</span> {_e(s)}</button>'
+        for s, n in counts["status"].items() if n)
+    decided = (f'<p class="decided"><b>{d["decided"]}</b> of {total} claims decided '
+               f'(holds, fails or partly), <b>{d["unverifiable"]}</b> unverifiable offline, '
+               f'<b>{d["open"]}</b> open.')
+    if counts["rests_on_refuted"]:
+        decided += f' <b>{counts["rests_on_refuted"]}</b> claims rest on a refuted claim.'
+    decided += "</p>"
+    tables = "".join(_count_table(title, key, counts[key]) for key, title in
+                     (("document", "Document"), ("topic", "Topic"), ("verdict", "Verdict"), ("kind", "Kind")))
+    by_doc = _cross_table(report, "document")
+    return (f'<section id="summary">\n<h2>Summary</h2>\n<div class="cards">{cards}</div>\n{decided}\n'
+            f'<div class="counts">{tables}</div>\n{by_doc}</section>\n')
+
+
+def _count_table(title: str, key: str, counts: dict[str, int]) -> str:
+    rows = "".join(f'<tr><td><a href="#claims" data-filter="{key}" data-value="{_e(k)}">{_e(k)}</a></td>'
+                   f'<td class="num">{n}</td></tr>' for k, n in counts.items() if n)
+    return f'<table class="count"><caption>{title}</caption><tbody>{rows}</tbody></table>'
+
+
+def _cross_table(report: dict, key: str) -> str:
+    statuses = [s for s, n in report["counts"]["status"].items() if n]
+    groups: dict[str, dict[str, int]] = {}
+    for c in report["claims"]:
+        groups.setdefault(c[key], {}).setdefault(c["status"], 0)
+        groups[c[key]][c["status"]] += 1
+    head = "".join(f'<th class="s-{_e(s)}">{_e(s)}</th>' for s in statuses)
+    rows = "".join(
+        f"<tr><th>{_e(g)}</th>" + "".join(f'<td class="num">{row.get(s, 0) or ""}</td>' for s in statuses)
+        + f'<td class="num">{sum(row.values())}</td></tr>' for g, row in groups.items())
+    return (f'<table class="cross"><caption>Observed status by {key}</caption><thead><tr><th></th>{head}'
+            f"<th>all</th></tr></thead><tbody>{rows}</tbody></table>\n")
+
+
+def _table(report: dict) -> str:
+    claims = report["claims"]
+    selects = []
+    for key, label in FILTERS:
+        values = sorted({c[key] for c in claims})
+        opts = "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
+        selects.append(f'<label>{label} <select id="f-{key}" data-key="{key}"><option value="">all</option>{opts}</select></label>')
+    cols = (("id", "id"), ("where", "document:line"), ("section", "section"), ("topic", "topic"),
+            ("kind", "kind"), ("verdict", "verdict"), ("status", "status"), ("statement", "statement"))
+    head = "".join(f'<th data-sort="{k}" tabindex="0" aria-sort="none">{t}</th>' for k, t in cols)
+    rows = "".join(_row(c) for c in claims)
+    return ('<section id="claims">\n<h2>Claims</h2>\n<form id="filters" role="search" onsubmit="return false">'
+            '<input type="search" id="q" placeholder="search id, statement, quote, section..." autocomplete="off"> '
+            + " ".join(selects) + ' <button type="reset" id="reset">clear</button> '
+            f'<span id="shown">{len(claims)} of {len(claims)} claims</span></form>\n'
+            f'<table id="claims-table"><thead><tr>{head}</tr></thead><tbody>\n{rows}</tbody></table>\n'
+            '<p id="none" hidden>No claim matches these filters.</p>\n</section>\n')
+
+
+def _row(c: dict) -> str:
+    search = " ".join([c["id"], c["statement"], c["quote"], c["section"], c["topic"], c["kind"],
+                       c["document"], c["correction"] or ""]).lower()
+    flag = ' <span class="flag" title="rests on a refuted claim">&#9888;</span>' if c["rests_on_refuted"] else ""
+    attrs = " ".join(f'data-{k}="{_e(c[k])}"' for k in ("id", "document", "topic", "kind", "verdict", "status"))
+    return (f'<tr id="row-{_e(c["id"])}" {attrs} data-line="{c["line"]}" data-search="{_e(search)}">'
+            f'<td><a href="#claim-{_e(c["id"])}">{_e(c["id"])}</a>{flag}</td>'
+            f'<td data-v="{_e(c["document"])}:{c["line"]:06d}">{_e(c["document"])}:{c["line"]}</td>'
+            f'<td>{_e(c["section"])}</td><td>{_e(c["topic"])}</td><td>{_e(c["kind"])}</td>'
+            f'<td>{_badge("v", c["verdict"])}</td><td>{_badge("s", c["status"])}</td>'
+            f'<td class="stmt">{_e(_short(c["statement"], 160))}</td></tr>\n')
+
+
+def _coverage(report: dict) -> str:
+    out = ['<section id="coverage">\n<h2>Coverage by document section</h2>\n'
+           "<p>Every section title found in each document, with the claims recorded in it. "
+           "Sections with none are where claims may still be missing.</p>\n"]
+    for doc in report["coverage"]:
+        rows = []
+        for s in doc["sections"]:
+            status = ", ".join(f"{n} {k}" for k, n in sorted(s["status"].items()))
+            cls = "" if s["claims"] else ' class="empty"'
+            pad = f' style="padding-left:{0.3 + 1.2 * max(0, s["level"] - 1):.1f}em"'
+            link = (f'<a href="#claims" data-filter="section" data-value="{_e(doc["document"])}:{s["line"]}">'
+                    f'{s["claims"]}</a>' if s["claims"] else "0")
+            rows.append(f'<tr{cls}><td class="num">{s["line"] or ""}</td><td lang="zh"{pad}>{_e(s["title"])}</td>'
+                        f'<td class="num">{link}</td><td class="num">{s["decided"]}</td><td>{_e(status)}</td></tr>')
+        out.append(f'<details class="doc"><summary><b>{_e(doc["document"])}</b> <span lang="zh">{_e(doc["title"])}</span>: '
+                   f'{doc["claims"]} claims in {doc["sections_with_claims"]} of {len(doc["sections"])} sections</summary>'
+                   '<table class="coverage"><thead><tr><th>line</th><th>section</th><th>claims</th><th>decided</th>'
+                   f'<th>status</th></tr></thead><tbody>{"".join(rows)}</tbody></table></details>\n')
+    out.append("</section>\n")
+    return "".join(out)
+
+
+def _index(report: dict) -> dict:
+    """What the script needs beyond the table: each claim's section, for the coverage links."""
+    return {c["id"]: f'{c["document"]}:{c["section_line"]}' for c in report["claims"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# one claim
+
+
+def _panel(c: dict, report: dict) -> str:
+    cid = c["id"]
+    statuses = {x["id"]: (x["verdict"], x["status"]) for x in report["claims"]}
+    parts = [f'<article class="claim" id="claim-{_e(cid)}" aria-label="{_e(cid)}">\n',
+             '<a class="close" href="#claims" title="close">&times;</a>\n',
+             f'<h2>{_e(cid)}</h2>\n<p class="badges">{_badge("v", c["verdict"])} recorded, '
+             f'{_badge("s", c["status"])} observed &middot; {_e(c["topic"])} &middot; {_e(c["kind"])} &middot; '
+             f'{_e(c["document"])}:{c["line"]} <span lang="zh">({_e(c["section"])})</span></p>\n',
+             f'<p class="why s-{_e(c["status"])}"><b>Why:</b> {_e(c["detail"] or STATUS_HELP.get(c["status"], ""))}</p>\n']
+    if c["rests_on_refuted"]:
+        parts.append('<p class="banner bad rests">Rests on refuted claim(s): '
+                     + ", ".join(_claim_link(u, statuses) for u in c["rests_on_refuted"]) + "</p>\n")
+    parts.append('<div class="sidebyside"><div><h3>Document says</h3>'
+                 f'<blockquote lang="zh">{_e(c["quote"])}</blockquote></div>'
+                 f'<div><h3>Claim, in English</h3><p>{_e(c["statement"])}</p></div></div>\n')
+    if c["correction"]:
+        parts.append(f'<div class="correction"><h3>Correction</h3><p>{_e(c["correction"])}</p></div>\n')
+    if c["reason"]:
+        title = "Why it cannot be checked offline" if c["verdict"] == "unverifiable" else "Reason"
+        parts.append(f"<h3>{title}</h3><p>{_e(c['reason'])}</p>\n")
+    if c["counterexample"]:
+        parts.append(_counterexample(c["counterexample"]))
+    parts.append(_evidence(c))
+    plots_html = _plots(c)
+    if plots_html:
+        parts.append(plots_html)
+    if c["benchmarks"]:
+        parts.append(_benchmarks(c))
+    links = []
+    for label, ids in (("uses", c["uses"]), ("used by", c["used_by"]), ("contradicts", c["contradicts"]),
+                       ("same as", [c["same_as"]] if c["same_as"] else [])):
+        if ids:
+            links.append(f"<dt>{label}</dt><dd>" + ", ".join(_claim_link(i, statuses) for i in ids) + "</dd>")
+    if c["snippet"]:
+        s = c["snippet"]
+        req = (" after " + ", ".join(_claim_link(r, statuses) for r in s["requires"])) if s["requires"] else ""
+        code = f"<pre lang=\"zh\">{_e(s['text'])}</pre>" if s.get("text") else ""
+        links.append(f"<dt>code</dt><dd>{_e(c['document'])} lines {s['start']}-{s['end']}{req}{code}</dd>")
+    if links:
+        parts.append(f'<h3>Related</h3><dl class="links">{"".join(links)}</dl>\n')
+    if c["notes"]:
+        parts.append(f'<details class="notes"><summary>reviewer notes</summary><p>{_e(c["notes"])}</p></details>\n')
+    parts.append("</article>\n")
+    return "".join(parts)
+
+
+def _claim_link(cid: str, statuses: dict[str, tuple[str, str]]) -> str:
+    if cid not in statuses:
+        return f"<code>{_e(cid)}</code> (not in the registry)"
+    verdict, status = statuses[cid]
+    return f'<a href="#claim-{_e(cid)}">{_e(cid)}</a> {_badge("s", status)}'
+
+
+def _evidence(c: dict) -> str:
+    rows = []
+    for o in c["outcomes"]:
+        message = f"<details><summary>output</summary><pre>{_e(o['message'])}</pre></details>" if o.get("message") else ""
+        if o.get("summary") and o.get("outcome") != "passed":
+            message = f'<div class="summary">{_e(o["summary"])}</div>' + message
+        examples = o.get("examples")
+        rows.append(f"<tr><td><code>{_e(o['nodeid'])}</code>{message}</td><td>{_e(o.get('kind') or '')}</td>"
+                    f"<td>{_badge('o', o.get('outcome') or 'untested')}</td>"
+                    f'<td class="num">{"" if examples is None else examples}</td>'
+                    f'<td class="num">{_e(o.get("seconds") if o.get("seconds") is not None else "")}</td></tr>')
+    for ev in c["not_run"]:
+        rows.append(f'<tr class="notrun"><td><code>{_e(ev)}</code></td><td></td><td>{_badge("o", "did not run")}</td>'
+                    "<td></td><td></td></tr>")
+    if not rows:
+        return "<h3>Evidence</h3><p>None recorded.</p>\n" if not c["benchmarks"] else ""
+    table = ('<table class="evidence"><thead><tr><th>test</th><th>kind</th><th>outcome</th>'
+             '<th title="Hypothesis examples run, shrinking included">examples</th><th>s</th></tr></thead>'
+             f'<tbody>{"".join(rows)}</tbody></table>\n')
+    figures = _figures(c)
+    return f"<h3>Evidence</h3>\n{table}{figures}"
+
+
+def _figures(c: dict) -> str:
+    rows = []
+    for o in c["outcomes"]:
+        for f in o.get("figures") or []:
+            rows.append(f"<tr><td><code>{_e(f.get('name'))}</code></td><td>{_value_text(f.get('value'))}</td>"
+                        f"<td><code>{_e(o['nodeid'].split('::')[-1])}</code></td></tr>")
+    if not rows:
+        return ""
+    return ('<h3>Measured figures</h3><table class="figures"><thead><tr><th>figure</th><th>value</th><th>test</th>'
+            f'</tr></thead><tbody>{"".join(rows)}</tbody></table>\n')
+
+
+def _plots(c: dict) -> str:
+    out = []
+    for o in c["outcomes"]:
+        for p in plots.figure_plots(o.get("figures") or [], salt=f"{c['id']}-{o['nodeid']}"):
+            out.append(f'<figure class="plot">{p.svg}<figcaption>{_e(p.title)} &middot; '
+                       f'<code>{_e(o["nodeid"].split("::")[-1])}</code></figcaption></figure>')
+    return "<h3>Plots</h3>\n" + "\n".join(out) + "\n" if out else ""
+
+
+def _benchmarks(c: dict) -> str:
+    out = ["<h3>Benchmarks (asv)</h3>\n"]
+    for b in c["benchmarks"]:
+        if not b["runs"]:
+            out.append(f"<p><code>{_e(b['name'])}</code>: no asv results yet.</p>\n")
+            continue
+        out.append(f"<p><code>{_e(b['name'])}</code>: {b['history']} result(s) over {len(b['commits'])} commit(s); "
+                   "the latest on each machine:</p>\n")
+        runs = []
+        for r in b["runs"]:
+            names = r["param_names"]
+            head = "".join(f"<th>{_e(n)}</th>" for n in names)
+            rows = "".join("<tr>" + "".join(f"<td>{_e(p)}</td>" for p in row["params"])
+                           + f'<td class="num">{_e(format_value(row["value"], r["unit"]))}</td></tr>'
+                           for row in r["rows"][:200])
+            out.append(f'<table class="bench"><caption>{_e(r["machine"])} &middot; {_e(r["env"])} &middot; '
+                       f'commit {_e(r["commit"][:10])}</caption><thead><tr>{head}<th>{_e(r["type"] or "value")}</th>'
+                       f"</tr></thead><tbody>{rows}</tbody></table>\n")
+            runs.append(BenchmarkRun(name=b["asv_name"] or b["name"], machine=r["machine"], commit=r["commit"],
+                                     env=r["env"], date=r["date"], unit=r["unit"], kind=r["type"],
+                                     param_names=tuple(names), params=_params_of(r),
+                                     values=tuple(row["value"] for row in r["rows"])))
+        p = plots.benchmark_plot(b["name"].split("::")[-1], runs, salt=f"{c['id']}-{b['name']}")
+        if p:
+            out.append(f'<figure class="plot">{p.svg}<figcaption>{_e(p.title)}</figcaption></figure>\n')
+    return "".join(out)
+
+
+def _params_of(run: dict) -> tuple[tuple[str, ...], ...]:
+    """The parameter value lists of a run, recovered from its rows (in asv's product order)."""
+    columns: list[list[str]] = [[] for _ in run["param_names"]]
+    for row in run["rows"]:
+        for i, v in enumerate(row["params"]):
+            if v not in columns[i]:
+                columns[i].append(v)
+    return tuple(tuple(col) for col in columns)
+
+
+# ---------------------------------------------------------------------------------------------
+# counterexamples and values
+
+
+def _counterexample(cx: dict) -> str:
+    how = cx.get("how") or ""
+    out = ['<div class="counterexample"><h3>Counterexample</h3>\n']
+    if cx.get("message"):
+        out.append(f'<p class="message">{_e(cx["message"])}</p>\n')
+    if how:
+        out.append(f'<p class="how">{_e(how)}' + (f": {_e(cx['reason'])}" if cx.get("reason") else "") + "</p>\n")
+    values = cx.get("values") or {}
+    if isinstance(values, dict) and values:
+        out.append('<dl class="values">')
+        for name, value in values.items():
+            out.append(f"<dt>{_e(name)}</dt><dd>{_value_html(value)}</dd>")
+        out.append("</dl>\n")
+    if cx.get("hypothesis"):
+        out.append(f"<details><summary>Hypothesis' report</summary><pre>{_e(cx['hypothesis'])}</pre></details>\n")
+    if cx.get("detail") and how == "property failed":
+        out.append(f"<details open><summary>failure</summary><pre>{_e(cx['detail'])}</pre></details>\n")
+    out.append("</div>\n")
+    return "".join(out)
+
+
+def _value_html(value: Any) -> str:
+    """A value readably: a matrix as a table with its eigenvalues (square) or singular values,
+    a vector as a row, a mapping as a list, anything else as text."""
+    shape = _shape(value)
+    if shape and len(shape) == 2 and shape[0] and shape[1]:
+        return _matrix_html(value, shape)
+    if shape and len(shape) == 1:
+        return _vector_html(value)
+    if shape and len(shape) >= 3:
+        slices = "".join(f"<div><span class=\"index\">[{i}]</span>{_value_html(v)}</div>" for i, v in enumerate(value[:4]))
+        more = f"<p>... {len(value) - 4} more slices</p>" if len(value) > 4 else ""
+        return f'<div class="tensor">shape {_e(" x ".join(map(str, shape)))}{slices}{more}</div>'
+    if isinstance(value, dict):
+        return '<dl class="nested">' + "".join(f"<dt>{_e(k)}</dt><dd>{_value_html(v)}</dd>" for k, v in value.items()) + "</dl>"
+    if isinstance(value, str):
+        return f"<pre>{_e(value)}</pre>" if "\n" in value or len(value) > 120 else f"<code>{_e(value)}</code>"
+    return f"<code>{_e(_exact(value) if _is_num(value) else json.dumps(value, ensure_ascii=False))}</code>"
+
+
+def _matrix_html(m: list[list[Any]], shape: tuple[int, ...]) -> str:
+    rows, cols = shape
+    cut_r, cut_c = min(rows, MATRIX_LIMIT), min(cols, MATRIX_LIMIT)
+    body = "".join("<tr>" + "".join(f'<td title="{_e(_exact(x))}">{_e(_num(x))}</td>' for x in row[:cut_c])
+                   + ("<td>&hellip;</td>" if cols > cut_c else "") + "</tr>" for row in m[:cut_r])
+    if rows > cut_r:
+        body += f'<tr><td colspan="{cut_c + (cols > cut_c)}">&hellip; {rows - cut_r} more rows</td></tr>'
+    out = f'<div class="matrix"><span class="shape">{rows} x {cols}</span><table class="matrix">{body}</table>'
+    spectrum = _spectrum(m, rows, cols)
+    if spectrum:
+        out += f'<p class="spectrum">{spectrum}</p>'
+    return out + "</div>"
+
+
+def _spectrum(m: list[list[Any]], rows: int, cols: int) -> str:
+    """Eigenvalues of a square numeric matrix (by decreasing modulus) or singular values of a
+    rectangular one, computed here for the reader; empty when the entries are not all numbers."""
+    if rows > 64 or cols > 64 or not all(_is_num(x) for row in m for x in row):
+        return ""
+    import numpy as np
+
+    a = np.array([[float(x) for x in row] for row in m])
+    if not np.isfinite(a).all():
+        return ""
+    if rows == cols:
+        eig = np.linalg.eigvals(a)
+        eig = eig[np.argsort(-np.abs(eig), kind="stable")]
+        shown = ", ".join(_complex(z) for z in eig[:VECTOR_LIMIT])
+        return f"eigenvalues (computed for this report): {_e(shown)}"
+    sv = np.linalg.svd(a, compute_uv=False)
+    return "singular values (computed for this report): " + _e(", ".join(_num(float(s)) for s in sv[:VECTOR_LIMIT]))
+
+
+def _vector_html(v: list[Any]) -> str:
+    fmt = _exact if len(v) <= 16 else _num
+    shown = ", ".join(fmt(x) if _is_num(x) else json.dumps(x, ensure_ascii=False) for x in v[:VECTOR_LIMIT])
+    more = f", &hellip; ({len(v)} entries)" if len(v) > VECTOR_LIMIT else ""
+    return f'<code class="vector">[{_e(shown)}{more}]</code>'
+
+
+def _value_text(value: Any) -> str:
+    if _is_num(value):
+        return f"<code>{_e(_exact(value))}</code>"
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) > 300:
+        text = text[:300] + " ..."
+    return f"<code>{_e(text)}</code>"
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    """The shape of a rectangular nested list, or None."""
+    if not isinstance(value, list):
+        return ()
+    if not value:
+        return (0,)
+    inner = [_shape(v) for v in value]
+    if any(s is None for s in inner) or len(set(inner)) != 1:
+        return None
+    return (len(value), *inner[0])
+
+
+def _complex(z: complex) -> str:
+    if abs(z.imag) <= 1e-12 * max(1.0, abs(z.real)):
+        return _num(float(z.real))
+    sign = "+" if z.imag >= 0 else "-"
+    return f"{_num(float(z.real))} {sign} {_num(abs(float(z.imag)))}i"
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _num(x: Any) -> str:
+    """A number in six significant digits (tables of many numbers)."""
+    return f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
+def _exact(x: Any) -> str:
+    """A number exactly as recorded (the shortest text that reads back as the same float)."""
+    return repr(x) if isinstance(x, float) else str(x)
+
+
+def _badge(kind: str, value: str) -> str:
+    cls = value.replace(" ", "-")
+    return f'<span class="badge {kind}-{_e(cls)}">{_e(value)}</span>'
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _e(value: Any) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def _json_for_script(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False).replace("</", "<\\/")

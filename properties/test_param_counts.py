@@ -1,0 +1,211 @@
+"""Parameter counts: every formula of :mod:`impl.param_counts` against the parameters of a real module
+(ours and torch's), the symbolic identities behind "attention 4d^2, FFN 8d^2, FFN = 2/3"
+(linear-algebra.txt lines 94-96), GQA's savings, and the LLaMA 3 8B total (index.txt lines 138-144).
+"""
+from fractions import Fraction
+
+import pytest
+import sympy as sp
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from claimcheck import claim_assert, record, refutes
+from impl import param_counts as pc
+from impl.blocks import DecoderLayer, DecoderOnlyBlock, DecoderOnlyModel, EncoderLayer, post_norm, pre_norm
+from impl.configs import LLAMA3_8B, LLAMA3_8B_PUBLISHED_BILLIONS
+from impl.ffn import FeedForward, SwiGLUFeedForward
+from impl.multihead import MultiHeadAttention
+from properties.strategies.architecture import head_layouts
+
+count = pc.count_parameters
+widths = st.integers(1, 24)
+
+
+# --- formulas against real modules -----------------------------------------------------------------------------
+
+@pytest.mark.claim("multi-head.la-obs3-attention-params-4d2")
+@given(layout=head_layouts(d_head_is_d_over_h=False), bias=st.booleans())
+def test_attention_formula_counts_mha_gqa_and_mqa_modules(layout, bias):
+    d, h, g, dh = layout.d_model, layout.n_heads, layout.n_kv_heads, layout.d_head
+    counted = count(MultiHeadAttention(d, h, g, d_head=dh, bias=bias))
+    formula = pc.attention_params(d, h, g, d_head=dh, bias=bias)
+    claim_assert(counted == formula, "attention_params != parameters of the module", counted=counted, formula=formula,
+                 layout=layout, bias=bias)
+
+
+@pytest.mark.claim("multi-head.la-obs3-attention-params-4d2")
+@given(h=st.integers(1, 8), d_k=st.integers(1, 8), bias=st.booleans())
+def test_mha_has_4_d_squared_weights_plus_4_d_biases_in_torch_multihead_attention(h, d_k, bias):
+    d = h * d_k
+    counted = count(torch.nn.MultiheadAttention(d, h, bias=bias))
+    claim_assert(counted == pc.attention_params(d, h, bias=bias) == 4 * d * d + (4 * d if bias else 0),
+                 "torch.nn.MultiheadAttention does not hold 4 d^2 (+ 4 d) parameters", counted=counted, d=d, h=h)
+
+
+@pytest.mark.claim("multi-head.la-obs3-attention-params-4d2", "multi-head.param-comparable-single-head")
+def test_mha_weights_are_4_d_squared_whatever_the_head_count_symbolically():
+    h, d_k = sp.symbols("h d_k", positive=True, integer=True)
+    d = h * d_k
+    weights = sp.expand(pc.attention_params(d, h, d_head=d_k))
+    claim_assert(sp.simplify(weights - 4 * d**2) == 0, "MHA weights are not 4 d^2", weights=str(weights))
+    gqa = sp.Symbol("g", positive=True, integer=True)
+    saving = sp.factor(pc.attention_params(d, h, d_head=d_k) - pc.attention_params(d, h, gqa, d_head=d_k))
+    claim_assert(sp.simplify(saving - 2 * d * d_k * (h - gqa)) == 0, "GQA saves other than 2 d d_k (h - g)",
+                 saving=str(saving))
+
+
+@pytest.mark.claim("architecture.la-obs3-ffn-params-8d2")
+@given(d=widths, d_ff=st.integers(1, 64), bias=st.booleans())
+def test_ffn_formulas_count_gelu_and_swiglu_modules(d, d_ff, bias):
+    counted = count(FeedForward(d, d_ff, bias=bias))
+    torch_ffn = torch.nn.Sequential(torch.nn.Linear(d, d_ff, bias=bias), torch.nn.GELU(),
+                                    torch.nn.Linear(d_ff, d, bias=bias))
+    claim_assert(counted == count(torch_ffn) == pc.ffn_params(d, d_ff, bias) == 2 * d * d_ff + (d_ff + d) * bias,
+                 "FFN parameters are not 2 d d_ff (+ d_ff + d)", counted=counted, d=d, d_ff=d_ff, bias=bias)
+    swiglu = count(SwiGLUFeedForward(d, d_ff, bias=bias))
+    claim_assert(swiglu == pc.swiglu_ffn_params(d, d_ff, bias) == 3 * d * d_ff + (2 * d_ff + d) * bias,
+                 "SwiGLU FFN parameters are not 3 d d_ff (+ 2 d_ff + d)", counted=swiglu, d=d, d_ff=d_ff)
+
+
+@pytest.mark.claim("architecture.la-obs3-ffn-params-8d2")
+def test_ffn_weights_are_8_d_squared_exactly_when_d_ff_is_4_d_symbolically():
+    d, d_ff = sp.symbols("d d_ff", positive=True)
+    solutions = sp.solve(sp.Eq(pc.ffn_params(d, d_ff, bias=False), 8 * d**2), d_ff)
+    claim_assert(solutions == [4 * d], "2 d d_ff = 8 d^2 does not single out d_ff = 4 d", solutions=str(solutions))
+    swiglu = sp.solve(sp.Eq(pc.swiglu_ffn_params(d, d_ff), 8 * d**2), d_ff)
+    claim_assert(swiglu == [sp.Rational(8, 3) * d], "SwiGLU 3 d d_ff = 8 d^2 does not give d_ff = 8d/3",
+                 solutions=str(swiglu))
+
+
+@pytest.mark.claim("architecture.la-obs3-ffn-two-thirds-params")
+@given(layout=head_layouts(kv_sharing=False), d_ff=st.integers(1, 32), bias=st.booleans())
+def test_layer_formulas_count_our_and_torchs_encoder_and_decoder_layers(layout, d_ff, bias):
+    d, h = layout.d_model, layout.n_heads
+    enc, dec = pc.encoder_layer_params(d, h, d_ff, bias), pc.decoder_layer_params(d, h, d_ff, bias)
+    # torch's bias=False also drops the LayerNorms' beta (d each: 2 norms per encoder, 3 per decoder layer)
+    torch_enc, torch_dec = enc - (0 if bias else 2 * d), dec - (0 if bias else 3 * d)
+    for norm_first, residual in ((True, pre_norm), (False, post_norm)):
+        kw = dict(bias=bias, norm_first=norm_first)
+        counts = {"ours_encoder": count(EncoderLayer(d, h, d_ff, residual, bias)),
+                  "torch_encoder": count(torch.nn.TransformerEncoderLayer(d, h, d_ff, **kw)),
+                  "ours_decoder": count(DecoderLayer(d, h, d_ff, residual, bias)),
+                  "torch_decoder": count(torch.nn.TransformerDecoderLayer(d, h, d_ff, **kw))}
+        claim_assert(counts["ours_encoder"] == enc and counts["torch_encoder"] == torch_enc
+                     and counts["ours_decoder"] == dec and counts["torch_decoder"] == torch_dec,
+                     "layer counts differ from the formulas", **counts, encoder_formula=enc, decoder_formula=dec,
+                     norm_first=norm_first, bias=bias)
+
+
+@pytest.mark.claim("architecture.index-llama3-8b-total-about-8b-params")
+@given(layout=head_layouts(d_head_is_d_over_h=True), d_ff=st.integers(1, 16), vocab=st.integers(1, 40),
+       n_layers=st.integers(0, 3), tie=st.booleans())
+def test_decoder_only_model_formula_counts_the_model(layout, d_ff, vocab, n_layers, tie):
+    d, h, g = layout.d_model, layout.n_heads, layout.n_kv_heads
+    model = DecoderOnlyModel(vocab, d, n_layers, h, g, d_ff, tie_embeddings=tie)
+    formula = pc.decoder_only_model_params(vocab, d, n_layers, h, g, d_ff, tie)
+    claim_assert(count(model) == formula, "decoder-only model count differs", counted=count(model), formula=formula)
+    block = pc.decoder_only_block_params(d, h, g, d_ff)
+    claim_assert(count(DecoderOnlyBlock(d, h, g, d_ff)) == block, "block count differs", formula=block)
+
+
+# --- "FFN holds 2/3 of the parameters" --------------------------------------------------------------------------
+
+def _ffn_share(model: torch.nn.Module) -> tuple[Fraction, Fraction]:
+    """(FFN share of all parameters, FFN share of attention + FFN) of a torch.nn.Transformer."""
+    ffn = sum(count(m) for name, m in model.named_modules() if name.endswith(("linear1", "linear2")))
+    attn = sum(count(m) for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention))
+    return Fraction(ffn, count(model)), Fraction(ffn, ffn + attn)
+
+
+@pytest.mark.claim("architecture.la-obs3-ffn-two-thirds-params")
+@refutes(reason="the standard Transformer itself (Vaswani et al. 2017, base: d=512, h=8, d_ff=2048, 6+6 layers), "
+                "counted on torch.nn.Transformer without embeddings (which only lower the share further); "
+                "the claim is about standard Transformers, so the canonical one suffices")
+def test_ffn_holds_two_thirds_of_the_standard_transformers_parameters():
+    base = torch.nn.Transformer(512, 8, 6, 6, 2048, batch_first=True)
+    share, share_of_blocks = _ffn_share(base)
+    record("ffn_share_of_all_parameters", float(share))
+    record("ffn_share_of_attention_plus_ffn", float(share_of_blocks))
+    claim_assert(abs(share - Fraction(2, 3)) <= Fraction(1, 100), "the FFN does not hold 2/3 of the parameters",
+                 ffn_share=float(share), ffn_share_of_attention_plus_ffn=float(share_of_blocks),
+                 why="each decoder layer has two attentions (8 d^2) against one FFN (8 d^2): 96/168 = 4/7")
+
+
+@pytest.mark.claim("architecture.la-obs3-ffn-two-thirds-params")
+@given(d=st.integers(1, 24), mult=st.integers(1, 6), decoder=st.booleans())
+def test_ffn_share_of_a_bias_free_layer_is_d_ff_over_d_ff_plus_2d_times_attentions(d, mult, decoder):
+    d_ff = mult * d
+    layer = DecoderLayer(d, 1, d_ff, bias=False) if decoder else EncoderLayer(d, 1, d_ff, bias=False)
+    n_attn = 2 if decoder else 1
+    ffn, attn = count(layer.ffn), count(layer.self_attn) * n_attn
+    share = Fraction(ffn, ffn + attn)
+    claim_assert(share == Fraction(d_ff, d_ff + 2 * d * n_attn), "FFN share != d_ff / (d_ff + 2 d n_attention)",
+                 share=str(share), d=d, d_ff=d_ff, decoder=decoder)
+    claim_assert((share == Fraction(2, 3)) == (d_ff == 4 * d * n_attn), "share is 2/3 for another d_ff",
+                 share=str(share), d=d, d_ff=d_ff)
+
+
+@pytest.mark.claim("architecture.la-obs3-ffn-two-thirds-params")
+def test_ffn_share_of_llama3_8b():
+    c = LLAMA3_8B
+    ffn = pc.swiglu_ffn_params(c.d_model, c.d_ff)
+    attn = pc.attention_params(c.d_model, c.n_heads, c.n_kv_heads)
+    share_blocks = Fraction(ffn, ffn + attn)
+    share_all = Fraction(c.n_layers * ffn, c.n_params())
+    record("llama3_8b_ffn_share_of_attention_plus_ffn", float(share_blocks))
+    record("llama3_8b_ffn_share_of_all_parameters", float(share_all))
+    claim_assert(share_blocks == Fraction(21, 26), "LLaMA 3 8B: FFN / (FFN + attention) != 10.5 d^2 / 13 d^2",
+                 share=str(share_blocks))
+
+
+# --- LLaMA 3 8B --------------------------------------------------------------------------------------------------
+
+@pytest.mark.claim("architecture.index-llama3-8b-total-about-8b-params", "architecture.index-llama3-8b-32-layers",
+                   "architecture.index-llama3-8b-dmodel-4096", "multi-head.index-llama3-8b-32-query-heads",
+                   "multi-head.index-llama3-8b-8-kv-heads", "architecture.index-llama3-8b-dff-14336")
+def test_llama3_8b_configuration_implies_the_published_8_03b_parameters():
+    with torch.device("meta"):  # shapes only: no memory for 8 billion parameters
+        model = DecoderOnlyModel(**LLAMA3_8B.model_kwargs())
+    counted, formula = count(model), LLAMA3_8B.n_params()
+    non_embedding = counted - 2 * LLAMA3_8B.vocab_size * LLAMA3_8B.d_model
+    tied = pc.decoder_only_model_params(**{**LLAMA3_8B.model_kwargs(), "tie_embeddings": True})
+    record("llama3_8b_parameters", counted)
+    record("llama3_8b_non_embedding_parameters", non_embedding)
+    record("llama3_8b_parameters_if_tied", tied)
+    claim_assert(counted == formula == 8_030_261_248, "LLaMA 3 8B count", counted=counted, formula=formula)
+    claim_assert(round(counted / 1e9, 2) == LLAMA3_8B_PUBLISHED_BILLIONS, "does not round to the published 8.03B",
+                 counted=counted, assumptions="vocab 128,256, untied embedding and LM head")
+    claim_assert(round(tied / 1e9, 2) != LLAMA3_8B_PUBLISHED_BILLIONS, "tied embeddings also give 8.03B", tied=tied)
+
+
+@pytest.mark.claim("multi-head.index-checklist-gqa-for-large-models")
+@given(layout=head_layouts(), n_layers=st.integers(1, 4), seq_len=st.integers(1, 64))
+def test_gqa_divides_the_kv_cache_and_kv_projections_by_h_over_g(layout, n_layers, seq_len):
+    mha = pc.kv_cache_elements(n_layers, layout.n_heads, layout.d_head, seq_len)
+    gqa = pc.kv_cache_elements(n_layers, layout.n_kv_heads, layout.d_head, seq_len)
+    claim_assert(Fraction(mha, gqa) == layout.group, "KV cache ratio != h / g", mha=mha, gqa=gqa, layout=layout)
+    kv = lambda g: count(MultiHeadAttention(layout.d_model, layout.n_heads, g, bias=False).w_k) * 2  # noqa: E731
+    claim_assert(Fraction(kv(layout.n_heads), kv(layout.n_kv_heads)) == layout.group,
+                 "K, V projection ratio != h / g", layout=layout)
+
+
+@pytest.mark.claim("multi-head.index-stack-gqa-mainstream",
+                   "architecture.index-stack-swiglu-mainstream-gelu-alternative",
+                   "architecture.index-modern-stack-components")
+def test_llama3_8b_total_needs_gqa_and_the_three_matrix_swiglu_ffn():
+    c = LLAMA3_8B
+    embeddings = 2 * c.vocab_size * c.d_model + c.d_model  # embedding, untied head, final norm
+    norms = 2 * pc.rms_norm_params(c.d_model)
+    variants = {
+        "GQA + SwiGLU (the index)": c.n_params(),
+        "MHA + SwiGLU": embeddings + c.n_layers * (pc.attention_params(c.d_model, c.n_heads)
+                                                  + pc.swiglu_ffn_params(c.d_model, c.d_ff) + norms),
+        "GQA + two-matrix GELU FFN": embeddings + c.n_layers * (pc.attention_params(c.d_model, c.n_heads, c.n_kv_heads)
+                                                               + pc.ffn_params(c.d_model, c.d_ff, bias=False) + norms),
+    }
+    billions = {k: round(v / 1e9, 2) for k, v in variants.items()}
+    record("llama3_8b_variants_billions", billions)
+    matching = [k for k, b in billions.items() if b == LLAMA3_8B_PUBLISHED_BILLIONS]
+    claim_assert(matching == ["GQA + SwiGLU (the index)"], "the published 8.03B does not single out GQA + SwiGLU",
+                 **billions)

@@ -1,0 +1,455 @@
+"""Positional encodings: why they are needed, the sinusoidal encoding, the printed PositionalEncoding,
+the RoPE-vs-sinusoidal table and learned absolute positions.
+
+foundations.txt lines 180-224 and 272-278; linear-algebra.txt line 455.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+import sympy as sp
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from claimcheck import claim_assert, refutes
+from claimcheck.snippets import run_snippet
+from impl.rope import rope_frequencies, rope_interleaved
+from impl.sinusoidal import shift_matrix, sinusoidal_encoding
+from impl.softmax import stable_softmax
+from properties.assertions import assert_within_reference_error
+from properties.strategies.positional import even_head_dims, integer_positions, vectors
+
+EPS64 = 2.0**-52
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# --- permutation (foundations:182) ----------------------------------------------------------------------------
+
+def _self_attention(x: torch.Tensor, w: tuple[torch.Tensor, ...], causal: bool = False) -> torch.Tensor:
+    """softmax(X W_q (X W_k)^T / sqrt(d)) X W_v, without positional information: (n, d)."""
+    q, k, v = (x @ wi for wi in w)
+    scores = q @ k.T / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
+    return stable_softmax(scores) @ v
+
+
+@st.composite
+def sequences_with_permutations(draw, max_n: int = 6, d: int = 4):
+    n = draw(st.integers(2, max_n), label="n")
+    seed = draw(st.integers(0, 2**31 - 1), label="seed")
+    perm = torch.tensor(draw(st.permutations(range(n)), label="perm"))
+    g = _generator(seed)
+    x = torch.randn(n, d, dtype=torch.float64, generator=g)
+    w = tuple(torch.randn(d, d, dtype=torch.float64, generator=g) / math.sqrt(d) for _ in range(3))
+    return x, w, perm
+
+
+@pytest.mark.claim("positional.self-attention-permutation-invariant")
+@refutes()
+@given(case=sequences_with_permutations())
+def test_self_attention_output_is_unchanged_by_shuffling_the_input(case):
+    x, w, perm = case
+    diff = (_self_attention(x[perm], w) - _self_attention(x, w)).abs().max().item()
+    claim_assert(diff <= 1e-12, "shuffling the tokens changed the output", perm=perm, max_difference=diff)
+
+
+@pytest.mark.claim("positional.self-attention-permutation-invariant")
+@given(case=sequences_with_permutations())
+def test_self_attention_is_permutation_equivariant(case):
+    x, w, perm = case
+    y, y_perm = _self_attention(x, w), _self_attention(x[perm], w)
+    # both sides compute the same sums in a different order: n-term softmax and mixing roundings, times max|y|.
+    tol = 8 * x.shape[0] * EPS64 * max(y.abs().max().item(), 1.0)
+    claim_assert((y_perm - y[perm]).abs().max().item() <= tol, "Attn(P X) != P Attn(X)", perm=perm)
+
+
+# --- the sinusoidal encoding (foundations:188-203) ------------------------------------------------------------
+
+@pytest.mark.claim("positional.sinusoidal-formula-sin-even-cos-odd")
+@given(d_model=st.integers(1, 32), pos=st.integers(0, 10_000))
+def test_encoding_is_sin_on_even_and_cos_on_odd_columns(d_model, pos):
+    pe = sinusoidal_encoding(torch.tensor(pos), d_model)
+    formula = [math.sin(pos / 10000 ** (j / d_model)) if j % 2 == 0 else math.cos(pos / 10000 ** ((j - 1) / d_model))
+               for j in range(d_model)]  # column 2i: sin(pos / 10000^{2i/d}), column 2i+1: cos(same)
+    # both are float64 evaluations of pos * 10000^{-2i/d}: the angle (<= 10^4) may differ by a few ulps.
+    diff = max(abs(a - b) for a, b in zip(pe.tolist(), formula))
+    claim_assert(diff <= 16 * 1e4 * EPS64, "the encoding differs from line 188", d_model=d_model, pos=pos, diff=diff)
+
+
+@pytest.mark.claim("positional.sinusoidal-bounded")
+@given(d_model=st.integers(1, 64), pos=st.floats(-1e30, 1e30), dtype=st.sampled_from([torch.float64, torch.float32]))
+def test_every_entry_lies_in_minus_one_one(d_model, pos, dtype):
+    pe = sinusoidal_encoding(torch.tensor(pos), d_model, dtype=dtype)
+    claim_assert(bool(torch.isfinite(pe).all()) and pe.abs().max().item() <= 1.0, "an entry left [-1, 1]",
+                 pos=pos, d_model=d_model, dtype=str(dtype), max_abs=pe.abs().max().item())
+
+
+@pytest.mark.claim("positional.trig-addition-identities")
+def test_angle_addition_identities_symbolically():
+    a, b = sp.symbols("alpha beta", real=True)
+    claim_assert(sp.expand_trig(sp.sin(a + b)) == sp.sin(a) * sp.cos(b) + sp.cos(a) * sp.sin(b), "sin(a + b)")
+    claim_assert(sp.expand_trig(sp.cos(a + b)) == sp.cos(a) * sp.cos(b) - sp.sin(a) * sp.sin(b), "cos(a + b)")
+
+
+@pytest.mark.claim("positional.trig-addition-identities")
+@given(a=st.floats(-1e3, 1e3), b=st.floats(-1e3, 1e3))
+def test_angle_addition_identities_numerically(a, b):
+    # sin/cos of an argument of size <= 2000 are correct to about |argument| ulp: bound 8 * 2000 * eps.
+    tol = 8 * 2e3 * EPS64
+    claim_assert(abs(math.sin(a + b) - (math.sin(a) * math.cos(b) + math.cos(a) * math.sin(b))) <= tol, "sin", a=a, b=b)
+    claim_assert(abs(math.cos(a + b) - (math.cos(a) * math.cos(b) - math.sin(a) * math.sin(b))) <= tol, "cos", a=a, b=b)
+
+
+@pytest.mark.claim("positional.sinusoidal-shift-is-rotation")
+def test_shift_of_one_sin_cos_pair_is_a_rotation_symbolically():
+    p, k, w = sp.symbols("pos k omega", real=True)
+    block = sp.Matrix([[sp.cos(w * k), sp.sin(w * k)], [-sp.sin(w * k), sp.cos(w * k)]])
+    shifted = block * sp.Matrix([sp.sin(w * p), sp.cos(w * p)])
+    target = sp.Matrix([sp.sin(w * (p + k)), sp.cos(w * (p + k))])
+    claim_assert(all(sp.simplify(sp.expand_trig(e)) == 0 for e in shifted - target), "M_k PE_pos != PE_{pos+k}")
+    claim_assert(sp.simplify(block.det()) == 1 and sp.simplify(block.T * block) == sp.eye(2),
+                 "the block is not a rotation")
+    claim_assert(p not in block.free_symbols, "the block depends on pos")
+
+
+@pytest.mark.claim("positional.sinusoidal-shift-is-rotation")
+@given(d_model=even_head_dims(2, 64), pos=integer_positions(), k=integer_positions())
+def test_pe_at_pos_plus_k_is_a_fixed_rotation_of_pe_at_pos(d_model, pos, k):
+    m = shift_matrix(k, d_model)  # built from k and the frequencies only
+    eye = torch.eye(d_model, dtype=torch.float64)
+    # angles up to |pos| + |k| <= 2e4 rad are rounded to ~(|pos| + |k|) ulp; M_k PE adds 2 products per entry.
+    tol = 8 * EPS64 * (abs(pos) + abs(k) + d_model)
+    diff = (m @ sinusoidal_encoding(torch.tensor(pos), d_model) - sinusoidal_encoding(torch.tensor(pos + k), d_model))
+    claim_assert(diff.abs().max().item() <= tol, "PE_{pos+k} != M_k PE_pos", d_model=d_model, pos=pos, k=k)
+    claim_assert((m.T @ m - eye).abs().max().item() <= tol and abs(torch.linalg.det(m).item() - 1) <= tol,
+                 "M_k is not a rotation", d_model=d_model, k=k)
+
+
+@pytest.mark.claim("positional.sinusoidal-uniqueness")
+@refutes(reason="2^24 + 1 is the smallest positive integer that float32 cannot represent: the float32 positions "
+                "of the snippet (torch.arange(...).float()) make 2^24 and 2^24 + 1 the same position")
+def test_distinct_positions_have_distinct_codes_in_float32():
+    p, p_next = 2**24, 2**24 + 1
+    a = sinusoidal_encoding(torch.tensor(p), 512, dtype=torch.float32)
+    b = sinusoidal_encoding(torch.tensor(p_next), 512, dtype=torch.float32)
+    claim_assert(not torch.equal(a, b), "two distinct positions have the same float32 encoding", pos=p, pos_prime=p_next,
+                 d_model=512)
+
+
+@pytest.mark.claim("positional.sinusoidal-uniqueness")
+def test_codes_of_distinct_integers_differ_in_exact_arithmetic():
+    # The i = 0 pair is (sin pos, cos pos): equal for pos != pos' only if pos - pos' = 2 pi j, j != 0,
+    # i.e. only if pi = (pos - pos') / (2 j) were rational; and |PE_p - PE_p'| >= 2 |sin((p - p')/2)|.
+    p, pp = sp.symbols("p p_prime", real=True)
+    gap2 = (sp.sin(p) - sp.sin(pp)) ** 2 + (sp.cos(p) - sp.cos(pp)) ** 2
+    claim_assert(sp.simplify(sp.expand_trig(gap2 - 4 * sp.sin((p - pp) / 2) ** 2)) == 0,
+                 "the i = 0 pair's squared gap is not 4 sin^2((p - p')/2)")
+    claim_assert(bool(sp.pi.is_irrational), "pi is not known to sympy as irrational")
+
+
+@pytest.mark.claim("positional.sinusoidal-uniqueness")
+@given(p=st.integers(0, 2**24), gap=st.integers(1, 2**24))
+def test_codes_of_distinct_positions_differ_in_float64_and_in_float32_below_2_24(p, gap):
+    pp = p + gap
+    exact_gap = 2 * abs(math.sin(gap / 2))  # lower bound on |PE_p - PE_p'| from the i = 0 pair
+    d64 = (sinusoidal_encoding(torch.tensor(p), 64) - sinusoidal_encoding(torch.tensor(pp), 64)).norm().item()
+    # float64 angles below 2^25 carry < 2^25 eps ~ 7e-9 rounding: the pair gap is resolved when it exceeds that.
+    claim_assert(d64 > 0 and d64 >= exact_gap - 8 * 2**25 * EPS64, "float64 codes of distinct positions coincide",
+                 p=p, p_prime=pp, distance=d64)
+    if pp < 2**24:  # float32 positions are still exact integers
+        a = sinusoidal_encoding(torch.tensor(p), 64, dtype=torch.float32)
+        b = sinusoidal_encoding(torch.tensor(pp), 64, dtype=torch.float32)
+        claim_assert(not torch.equal(a, b), "float32 codes of distinct exactly represented positions coincide",
+                     p=p, p_prime=pp)
+
+
+@pytest.mark.claim("positional.sinusoidal-defined-for-any-position")
+@given(d_model=even_head_dims(2, 64), pos=st.integers(10**5, 10**9), k=st.integers(-100, 100))
+def test_encoding_beyond_any_training_length_is_finite_bounded_and_shift_equivariant(d_model, pos, k):
+    pe = sinusoidal_encoding(torch.tensor(pos), d_model)
+    shifted = sinusoidal_encoding(torch.tensor(pos + k), d_model)
+    # float64 angles of size <= 1e9 carry ~1e9 ulp of rounding; the shift map adds 2 products per entry.
+    tol = 8 * EPS64 * (abs(pos) + abs(k) + d_model)
+    claim_assert(bool(torch.isfinite(pe).all()) and pe.abs().max().item() <= 1, "not a bounded code", pos=pos)
+    claim_assert((shift_matrix(k, d_model) @ pe - shifted).abs().max().item() <= tol,
+                 "the relative-shift map fails beyond the training range", pos=pos, k=k)
+
+
+# --- the printed PositionalEncoding (foundations:207-224) -----------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def _positional_encoding_class():
+    run = run_snippet("positional.snippet-positional-encoding")
+    assert run.ran, run.describe()
+    return run.namespace["PositionalEncoding"]
+
+
+@pytest.mark.claim("positional.snippet-pe-table-matches-formula")
+@given(half=st.integers(1, 64), max_len=st.integers(1, 600))
+def test_printed_table_is_the_sinusoidal_encoding_for_even_d_model(half, max_len):
+    d_model = 2 * half
+    pe = _positional_encoding_class()(d_model, max_len=max_len).pe[0]  # float32, as printed
+    pos = torch.arange(max_len)
+    oracle = sinusoidal_encoding(pos, d_model)
+    naive32 = sinusoidal_encoding(pos, d_model, dtype=torch.float32)
+    # exp(2i * (-ln 10^4 / d)) and 10^4^(-2i/d) round differently in float32; the angle error grows with pos,
+    # so the printed table is held to 4x the error of the direct float32 formula (plus the rounding floor).
+    assert_within_reference_error(pe, oracle, naive32, c=4.0, what="printed PE table (float32)")
+
+
+@pytest.mark.claim("positional.snippet-pe-table-matches-formula")
+@refutes(reason="d_model = 3 is the smallest width that fails: the cosine of width ceil(d/2) = 2 does not fit "
+                "the floor(d/2) = 1 odd column (at d_model = 1 it broadcasts into an empty slice and the table is right)")
+def test_printed_positional_encoding_accepts_odd_d_model():
+    try:
+        _positional_encoding_class()(3, max_len=4)
+    except RuntimeError as exc:
+        claim_assert(False, "PositionalEncoding(d_model) raises for odd d_model", d_model=3,
+                     error=f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.claim("positional.snippet-pe-buffer-shape-comment")
+@given(half=st.integers(1, 32), max_len=st.integers(1, 300))
+def test_printed_pe_buffer_has_shape_1_max_len_d_model(half, max_len):
+    pe = _positional_encoding_class()(2 * half, max_len=max_len).pe
+    claim_assert(tuple(pe.shape) == (1, max_len, 2 * half), "pe is not (1, max_len, d_model)", shape=list(pe.shape))
+
+
+@pytest.mark.claim("positional.snippet-pe-input-batch-first", "positional.sinusoidal-added-to-embedding")
+@given(half=st.integers(1, 16), batch=st.integers(1, 4), seq=st.integers(1, 20), seed=st.integers(0, 2**31 - 1))
+def test_printed_forward_adds_the_table_to_batch_first_input(half, batch, seq, seed):
+    d_model = 2 * half
+    module = _positional_encoding_class()(d_model, max_len=32).eval()  # eval: dropout is the identity
+    x = torch.randn(batch, seq, d_model, generator=_generator(seed))
+    out = module(x)
+    claim_assert(tuple(out.shape) == (batch, seq, d_model), "output shape differs from (batch, seq_len, d_model)")
+    claim_assert(torch.equal(out - x, (module.pe[0, :seq]).expand(batch, -1, -1)) or
+                 (out - x - module.pe[0, :seq]).abs().max().item() <= 4 * 2.0**-23 * (x.abs().max().item() + 1),
+                 "forward(x) is not x + pe[:, :seq_len] broadcast over the batch", batch=batch, seq=seq)
+
+
+@pytest.mark.claim("positional.sinusoidal-added-to-embedding")
+@given(d=even_head_dims(), m=integer_positions(), data=st.data())
+def test_rope_multiplies_queries_by_a_rotation_instead_of_adding_a_code(d, m, data):
+    x = data.draw(vectors(d), label="x")
+    y = data.draw(vectors(d), label="y")
+    theta = rope_frequencies(d)
+    rope = functools.partial(rope_interleaved, positions=torch.tensor([float(m)]), theta=theta)
+    zero = torch.zeros(1, d, dtype=torch.float64)
+    tol = 8 * EPS64 * (d + abs(m)) * max(x.abs().max().item() + y.abs().max().item(), 1.0)
+    claim_assert(torch.equal(rope(zero), zero), "RoPE of the zero vector is not zero (it adds something)", m=m)
+    claim_assert((rope((x + y)[None]) - rope(x[None]) - rope(y[None])).abs().max().item() <= tol,
+                 "RoPE is not linear in the vector it rotates", m=m)
+
+
+# --- relative position and the KV cache (foundations:276-277) -------------------------------------------------
+
+@pytest.mark.claim("rope.relative-position-explicit-vs-sinusoidal-implicit")
+@given(d=even_head_dims(4, 16), m=integer_positions(1000), n=integer_positions(1000), shift=st.integers(1, 1000),
+       seed=st.integers(0, 2**31 - 1))
+def test_rope_logits_are_shift_invariant_and_additive_pe_logits_are_not(d, m, n, shift, seed):
+    g = _generator(seed)
+    xq, xk = torch.randn(d, dtype=torch.float64, generator=g), torch.randn(d, dtype=torch.float64, generator=g)
+    wq, wk = torch.randn(d, d, dtype=torch.float64, generator=g), torch.randn(d, d, dtype=torch.float64, generator=g)
+    theta = rope_frequencies(d)
+
+    def rope_logit(a, b):
+        return (rope_interleaved((wq @ xq)[None], torch.tensor([float(a)]), theta)
+                @ rope_interleaved((wk @ xk)[None], torch.tensor([float(b)]), theta).T).item()
+
+    def additive_logit(a, b):
+        return ((wq @ (xq + sinusoidal_encoding(torch.tensor(a), d))) @ (wk @ (xk + sinusoidal_encoding(torch.tensor(b), d)))).item()
+
+    scale = (wq.abs().sum() * wk.abs().sum()).item() * (xq.abs().max().item() + 1) * (xk.abs().max().item() + 1)
+    tol = 16 * EPS64 * scale * (d + 2000)  # angles up to 2000 rad; d-term products of bounded entries
+    rope_change = abs(rope_logit(m + shift, n + shift) - rope_logit(m, n))
+    additive_change = abs(additive_logit(m + shift, n + shift) - additive_logit(m, n))
+    claim_assert(rope_change <= tol, "the RoPE logit depends on absolute positions", m=m, n=n, shift=shift)
+    claim_assert(additive_change > 1e3 * tol, "the additive-PE logit is shift invariant for generic projections",
+                 m=m, n=n, shift=shift, seed=seed)
+
+
+def _two_layer_decoder(seed: int, d: int):
+    g = _generator(seed)
+    return [tuple(torch.randn(d, d, dtype=torch.float64, generator=g) / math.sqrt(d) for _ in range(3))
+            for _ in range(2)]
+
+
+def _qkv(h: torch.Tensor, w, positions: torch.Tensor, rope: bool):
+    q, k, v = (h @ wi for wi in w)
+    if rope:
+        theta = rope_frequencies(h.shape[-1])
+        q, k = rope_interleaved(q, positions, theta), rope_interleaved(k, positions, theta)
+    return q, k, v
+
+
+def _full_forward(x: torch.Tensor, layers, rope: bool) -> torch.Tensor:
+    """Recompute everything: causal attention over the whole prefix, layer by layer (residual)."""
+    pos = torch.arange(x.shape[0], dtype=torch.float64)
+    h = x if rope else x + sinusoidal_encoding(pos, x.shape[-1])
+    for w in layers:
+        q, k, v = _qkv(h, w, pos, rope)
+        scores = (q @ k.T / math.sqrt(h.shape[-1])).masked_fill(torch.ones(len(h), len(h), dtype=torch.bool).triu(1),
+                                                                float("-inf"))
+        h = h + stable_softmax(scores) @ v
+    return h
+
+
+def _cached_decode(x: torch.Tensor, layers, rope: bool) -> torch.Tensor:
+    """Token by token: each layer's key/value of position t is computed (rotated) once and cached."""
+    cache = [([], []) for _ in layers]
+    outputs = []
+    for t in range(x.shape[0]):
+        pos = torch.tensor([float(t)])
+        h = x[t:t + 1] if rope else x[t:t + 1] + sinusoidal_encoding(pos, x.shape[-1])
+        for (keys, values), w in zip(cache, layers):
+            q, k, v = _qkv(h, w, pos, rope)
+            keys.append(k)
+            values.append(v)
+            scores = q @ torch.cat(keys).T / math.sqrt(h.shape[-1])
+            h = h + stable_softmax(scores) @ torch.cat(values)
+        outputs.append(h)
+    return torch.cat(outputs)
+
+
+@st.composite
+def decoder_inputs(draw):
+    n = draw(st.integers(2, 12), label="n")
+    d = draw(even_head_dims(2, 8), label="d")
+    seed = draw(st.integers(0, 2**31 - 1), label="seed")
+    return torch.randn(n, d, dtype=torch.float64, generator=_generator(seed)), _two_layer_decoder(seed + 1, d)
+
+
+def _cache_error(x, layers, rope: bool) -> tuple[float, float]:
+    full, cached = _full_forward(x, layers, rope), _cached_decode(x, layers, rope)
+    # the same sums in the same order up to the masked -inf terms: a few ulps of max|h| per layer.
+    return (full - cached).abs().max().item(), 64 * EPS64 * x.shape[0] * max(full.abs().max().item(), 1.0)
+
+
+@pytest.mark.claim("positional.sinusoidal-kv-cache-needs-recompute")
+@refutes()
+@given(case=decoder_inputs())
+def test_additive_sinusoidal_kv_cache_goes_stale(case):
+    x, layers = case
+    err, tol = _cache_error(x, layers, rope=False)
+    claim_assert(err > tol, "reusing the cached keys/values of an additive-PE decoder gives the recomputed output",
+                 n=x.shape[0], d=x.shape[1], max_difference=err)
+
+
+@pytest.mark.claim("positional.sinusoidal-kv-cache-needs-recompute")
+@given(case=decoder_inputs(), rope=st.booleans())
+def test_cached_decoding_equals_recomputation_for_additive_pe_and_rope(case, rope):
+    x, layers = case
+    err, tol = _cache_error(x, layers, rope)
+    claim_assert(err <= tol, "cached decoding differs from recomputation", rope=rope, n=x.shape[0], max_difference=err)
+
+
+# --- learned absolute positions (linear-algebra:455) ----------------------------------------------------------
+
+class _Captured(Exception):
+    pass
+
+
+@pytest.mark.claim("positional.la-transformer-learned-absolute-positions")
+@given(n=st.integers(1, 8), seed=st.integers(0, 2**31 - 1))
+def test_printed_model_input_is_token_plus_learned_position_embedding(n, seed):
+    model = _la_transformer()
+    seen = {}
+
+    def capture(module, args):
+        seen["x"] = args[0]
+        raise _Captured
+
+    hook = model.blocks[0].register_forward_pre_hook(capture)
+    ids = torch.randint(0, 11, (2, n), generator=_generator(seed))
+    try:
+        with pytest.raises(_Captured):
+            model(ids)
+    finally:
+        hook.remove()
+    expected = model.token_emb(ids) + model.pos_emb(torch.arange(n))[None]
+    claim_assert(torch.equal(seen["x"], expected), "the first block's input is not token_emb(ids) + pos_emb(pos)", n=n)
+    claim_assert(isinstance(model.pos_emb, torch.nn.Embedding) and model.pos_emb.weight.requires_grad,
+                 "the position embedding is not a learned table")
+
+
+@functools.lru_cache(maxsize=1)
+def _la_transformer():
+    torch.manual_seed(0)
+    return _la_transformer_snippet().namespace["LinearAlgebraicTransformer"](
+        vocab_size=11, d_model=8, n_heads=2, d_ff=16, n_layers=1, max_seq_len=8).eval()
+
+
+@functools.lru_cache(maxsize=1)
+def _la_transformer_snippet():
+    run = run_snippet("architecture.snippet-la-linear-algebraic-transformer")
+    assert run.ran, run.describe()
+    return run
+
+
+# --- convolution and local attention (linear-algebra:591) ------------------------------------------------------
+
+def _conv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """y_i = sum_o w_o x_{i-o} with zero padding: a causal K-tap convolution of a scalar sequence (n,)."""
+    padded = torch.cat([torch.zeros(len(w) - 1, dtype=x.dtype), x])
+    windows = padded.unfold(0, len(w), 1)  # (n, K): window i holds x_{i-K+1} .. x_i
+    return windows @ w.flip(0)
+
+
+def _relative_position_heads(x: torch.Tensor, w: torch.Tensor, beta: float) -> torch.Tensor:
+    """K heads of local attention over the window x_{i-K+1} .. x_i: head o has logit beta on offset o and 0
+    elsewhere (a relative-position logit, no content), value weight w_o; outputs summed (n,)."""
+    k = len(w)
+    padded = torch.cat([torch.zeros(k - 1, dtype=x.dtype), x])
+    windows = padded.unfold(0, k, 1)  # (n, K), column K-1-o is offset o
+    out = torch.zeros_like(x)
+    for o in range(k):
+        logits = torch.zeros(k, dtype=x.dtype)
+        logits[k - 1 - o] = beta
+        out = out + w[o] * (windows @ stable_softmax(logits))
+    return out
+
+
+@pytest.mark.claim("expressivity.la-connection-conv-equals-local-attention")
+@refutes(reason="the 2-tap difference kernel [1, -1] on length-2 inputs: on any constant input a softmax head "
+                "returns its value vector whatever its logits (a convex combination of equal rows), so matching the "
+                "kernel's zero output forces W_v = 0, and then the head returns 0 on (0, 1) where the kernel gives 1")
+def test_a_local_softmax_attention_head_equals_the_difference_convolution():
+    w = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(3):  # any logits: the head's output on a constant input is W_v c
+        c, wv = torch.randn(1, dtype=torch.float64, generator=g), torch.randn(1, dtype=torch.float64, generator=g)
+        logits = torch.randn(2, 2, dtype=torch.float64, generator=g).masked_fill(torch.eye(2).flip(0).triu(1).bool(), 0)
+        head = stable_softmax(logits) @ (c.expand(2) * wv)
+        claim_assert((head - c * wv).abs().max().item() <= 4 * EPS64 * abs((c * wv).item()),
+                     "a head's output on a constant input depends on its logits")
+    step = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    claim_assert(torch.equal(_conv(torch.ones(2, dtype=torch.float64), w)[1:], torch.zeros(1, dtype=torch.float64))
+                 and _conv(step, w)[1].item() == 0.0,
+                 "convolution with [1, -1] is a local attention head: it would need W_v = 0, yet it maps (0, 1) to "
+                 "a non-zero output", conv_on_constant=_conv(torch.ones(2, dtype=torch.float64), w),
+                 conv_on_step=_conv(step, w), head_with_zero_values=0.0)
+
+
+@pytest.mark.claim("expressivity.la-connection-conv-equals-local-attention")
+@given(n=st.integers(1, 16), k=st.integers(1, 4), shift=st.integers(0, 8), seed=st.integers(0, 2**31 - 1),
+       beta=st.floats(5.0, 40.0))
+def test_convolution_is_translation_equivariant_and_relative_position_heads_approach_it(n, k, shift, seed, beta):
+    g = torch.Generator().manual_seed(seed)
+    x, w = torch.randn(n, dtype=torch.float64, generator=g), torch.randn(k, dtype=torch.float64, generator=g)
+    shifted = torch.cat([torch.zeros(shift, dtype=torch.float64), x])  # translate the sequence right by `shift`
+    tol = 8 * EPS64 * k * (w.abs().sum().item() * x.abs().max().item() + 1)
+    claim_assert((_conv(shifted, w)[shift:] - _conv(x, w)).abs().max().item() <= tol,
+                 "convolution is not translation equivariant", shift=shift)
+    # every head puts e^beta / (e^beta + K - 1) on its offset: error <= sum_o |w_o| 2 (K-1) e^-beta max|x|
+    bound = w.abs().sum().item() * 2 * (k - 1) * math.exp(-beta) * x.abs().max().item() + tol
+    err = (_relative_position_heads(x, w, beta) - _conv(x, w)).abs().max().item()
+    claim_assert(err <= bound, "K relative-position heads do not approach the K-tap convolution", beta=beta, err=err,
+                 bound=bound)

@@ -1,0 +1,446 @@
+"""RoPE: rotations, the relative-position identity, the two conventions and the complex form.
+
+foundations.txt lines 226-270 (definition and the printed ``apply_rotary_pos_emb``) and 399-487 (the
+group-theoretic restatement and the four-step proof); index.txt line 88 (the rotated components).
+Identities are proved with sympy on symbolic blocks and checked numerically on impl/rope.py.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+import sympy as sp
+import torch
+import torch.utils._pytree
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+from claimcheck import claim_assert, record, refutes
+from claimcheck.snippets import run_snippet
+from impl.rope import (interleaved_to_half_split, plane_rotation, rope_complex, rope_frequencies, rope_half_split,
+                       rope_interleaved, rotate_half, rotation_matrix)
+from properties.strategies.positional import (even_head_dims, frequency_vectors, head_vectors_and_frequencies,
+                                              integer_positions, odd_head_dims, vectors)
+
+EPS64 = 2.0**-52
+
+
+def _rot(phi):
+    """The 2x2 block of foundations.txt line 240, symbolically."""
+    return sp.Matrix([[sp.cos(phi), -sp.sin(phi)], [sp.sin(phi), sp.cos(phi)]])
+
+
+def _block_rot(m, thetas):
+    """R_Theta(m) of line 252 with symbolic frequencies: block_diag of _rot(m theta_i)."""
+    return sp.diag(*[_rot(m * t) for t in thetas])
+
+
+def _zero(expr) -> bool:
+    return sp.simplify(sp.expand_trig(sp.expand(expr))) == 0
+
+
+def _norm_bound(v: torch.Tensor) -> float:
+    """sqrt(n) max|v_i| >= |v|, without the underflow of squaring tiny entries."""
+    return v.abs().max().item() * v.numel() ** 0.5
+
+
+def _logit_tolerance(q: torch.Tensor, k: torch.Tensor, max_angle: float) -> float:
+    # Each rotated coordinate inherits the rounding of its angle (|angle| eps) and of two products; the
+    # d-term inner product adds d roundings: bound 4 eps |q| |k| (d + |angle|), plus d subnormal spacings
+    # (2^-1074) for products that underflow below 2^-1022 and lose their relative precision.
+    return 4 * EPS64 * _norm_bound(q) * _norm_bound(k) * (q.numel() + max_angle) + q.numel() * 2.0**-1074
+
+
+def _rope(v: torch.Tensor, m: float, theta: torch.Tensor) -> torch.Tensor:
+    """RoPE of one vector (d,) at position m, interleaved convention."""
+    return rope_interleaved(v[None], torch.tensor([float(m)]), theta)[0]
+
+
+# --- the 2x2 rotation (foundations:240, :634; index:88) -------------------------------------------------------
+
+@pytest.mark.claim("rope.rotation-matrix-2d-definition", "rope.rope-circuit-block-rotation-sign")
+def test_the_2x2_block_is_the_counterclockwise_rotation_by_m_theta_symbolically():
+    a, b = sp.symbols("a b", real=True)
+    r = _rot(a)
+    claim_assert(all(_zero(e) for e in r.T * r - sp.eye(2)), "R^T R != I")
+    claim_assert(_zero(r.det() - 1), "det R != 1")
+    claim_assert(all(_zero(e) for e in _rot(a) * _rot(b) - _rot(a + b)), "R(a) R(b) != R(a + b)")
+    # counter-clockwise: e_1 goes to (cos a, sin a)
+    claim_assert(list(r * sp.Matrix([1, 0])) == [sp.cos(a), sp.sin(a)], "R does not rotate e_1 counter-clockwise")
+
+
+@pytest.mark.claim("rope.index-rotation-even-component", "rope.index-rotation-odd-component")
+def test_index_rotated_components_are_the_2x2_rotation_symbolically():
+    q0, q1, phi = sp.symbols("q_2i q_2i+1 phi", real=True)
+    even = q0 * sp.cos(phi) - q1 * sp.sin(phi)  # index.txt line 88, first formula
+    odd = q0 * sp.sin(phi) + q1 * sp.cos(phi)  # second formula
+    rotated = _rot(phi) * sp.Matrix([q0, q1])
+    claim_assert(_zero(even - rotated[0]), "the even component is not the first row of R(m theta_i)")
+    claim_assert(_zero(odd - rotated[1]), "the odd component is not the second row of R(m theta_i)")
+
+
+@pytest.mark.claim("rope.index-rotation-even-component", "rope.index-rotation-odd-component",
+                   "rope.rotation-matrix-2d-definition")
+@given(d=even_head_dims(), data=st.data(), m=integer_positions())
+def test_index_component_formulas_match_the_implementation(d, data, m):
+    q = data.draw(vectors(d), label="q")
+    theta = rope_frequencies(d)
+    out = _rope(q, m, theta)
+    phi = m * theta
+    even = q[0::2] * torch.cos(phi) - q[1::2] * torch.sin(phi)
+    odd = q[0::2] * torch.sin(phi) + q[1::2] * torch.cos(phi)
+    tol = _logit_tolerance(q, torch.ones(1), abs(m))
+    claim_assert((out[0::2] - even).abs().max() <= tol and (out[1::2] - odd).abs().max() <= tol,
+                 "RoPE output differs from index.txt line 88", q=q, m=m)
+
+
+# --- relative position (foundations:232, :244, :413-419, :473-477) -------------------------------------------
+
+@pytest.mark.claim("rope.2d-relative-identity-rm-rn", "rope.relative-logit-q-rnm-k", "rope.proof-step2-logit-q-rnm-k",
+                   "rope.relative-invariance-rm-transpose-rn", "rope.transpose-equals-negative-position",
+                   "rope.proof-rm-transpose-rn-chain")
+def test_relative_identities_hold_symbolically_for_two_planes():
+    m, n = sp.symbols("m n", real=True)
+    t1, t2 = sp.symbols("theta_1 theta_2", positive=True)
+    q = sp.Matrix(sp.symbols("q0:4", real=True))
+    k = sp.Matrix(sp.symbols("k0:4", real=True))
+    R = functools.partial(_block_rot, thetas=(t1, t2))
+    claim_assert(all(_zero(e) for e in R(m).T - R(-m)), "R(m)^T != R(-m) (line 415)")
+    claim_assert(all(_zero(e) for e in R(-m) * R(n) - R(n - m)), "R(-m) R(n) != R(n - m) (line 417)")
+    claim_assert(all(_zero(e) for e in R(m).T * R(n) - R(n - m)), "R(m)^T R(n) != R(n - m) (line 413)")
+    logit = (R(m) * q).dot(R(n) * k)
+    claim_assert(_zero(logit - q.dot(R(n - m) * k)), "<R(m) q, R(n) k> != <q, R(n - m) k> (lines 419, 477)")
+    claim_assert(_zero(logit - (R(m - n) * q).dot(k)), "<R_m q, R_n k> != <R_{m-n} q, k> (line 244)")
+
+
+@pytest.mark.claim("rope.2d-relative-identity-rm-rn", "rope.relative-logit-q-rnm-k", "rope.proof-step1-logit-definition",
+                   "rope.proof-step2-logit-q-rnm-k", "rope.design-goal-relative-inner-product")
+@given(qkt=head_vectors_and_frequencies(), m=integer_positions(), n=integer_positions(), shift=integer_positions())
+def test_rope_logit_depends_only_on_the_offset(qkt, m, n, shift):
+    d, q, k, theta = qkt
+    logit = _rope(q, m, theta) @ _rope(k, n, theta)  # l_{m,n} = <R(m) q, R(n) k> (line 473)
+    relative = q @ (rotation_matrix(n - m, theta) @ k)  # <q, R(n - m) k> (line 419)
+    shifted = _rope(q, m + shift, theta) @ _rope(k, n + shift, theta)  # g(x_m, x_n, m - n) (line 232)
+    angle = 2.0 * (max(abs(m), abs(n)) + abs(shift)) * theta.max().item()
+    tol = _logit_tolerance(q, k, angle)
+    claim_assert(abs(logit - relative) <= tol, "<R(m) q, R(n) k> != <q, R(n-m) k>", q=q, k=k, theta=theta, m=m, n=n)
+    claim_assert(abs(logit - shifted) <= tol, "the logit changes under a common shift", m=m, n=n, shift=shift)
+
+
+@pytest.mark.claim("rope.relative-invariance-rm-transpose-rn", "rope.transpose-equals-negative-position",
+                   "rope.proof-rm-transpose-rn-chain", "rope.plane-rotation-unitary-representation",
+                   "rope.rotation-operator-in-so-dk")
+@given(d=even_head_dims(), data=st.data(), m=integer_positions(), n=integer_positions())
+def test_rotation_matrices_form_an_orthogonal_representation_of_position_addition(d, data, m, n):
+    theta = data.draw(frequency_vectors(d // 2), label="theta")
+    R = functools.partial(rotation_matrix, theta=theta)
+    eye = torch.eye(d, dtype=torch.float64)
+    # entries are cos/sin of angles up to |m| max theta; products of two rotations add one rounding per entry.
+    tol = 8 * EPS64 * (d + (abs(m) + abs(n)) * theta.max().item())
+    checks = {
+        "R(m)^T R(m) = I": (R(m).T @ R(m) - eye),
+        "R(m)^T = R(-m)": (R(m).T - R(-m)),
+        "R(-m) R(n) = R(n - m)": (R(-m) @ R(n) - R(n - m)),
+        "R(m)^T R(n) = R(n - m)": (R(m).T @ R(n) - R(n - m)),
+        "R(0) = I": (R(0) - eye),
+    }
+    for name, diff in checks.items():
+        claim_assert(diff.abs().max().item() <= tol, f"{name} fails", theta=theta, m=m, n=n)
+    claim_assert(abs(torch.linalg.det(R(m)).item() - 1) <= tol, "det R(m) != 1", theta=theta, m=m)
+
+
+@pytest.mark.claim("rope.rotation-preserves-dot-product-ordering")
+@refutes()
+@given(q=vectors(2), k1=vectors(2), k2=vectors(2), n=integer_positions(50))
+def test_rotation_preserves_the_order_of_dot_products(q, k1, k2, n):
+    theta = torch.ones(1, dtype=torch.float64)
+    before = (q @ k1 - q @ k2).item()
+    after = (_rope(q, 0, theta) @ _rope(k1, n, theta) - _rope(q, 0, theta) @ _rope(k2, n, theta)).item()
+    claim_assert(before * after >= 0, "the query prefers a different key after RoPE at offset n",
+                 q=q, k1=k1, k2=k2, offset=n, before=before, after=after)
+
+
+@pytest.mark.claim("rope.rotation-preserves-dot-product-ordering")
+@given(qkt=head_vectors_and_frequencies(), m=integer_positions())
+def test_rotation_preserves_norms_and_same_position_dot_products(qkt, m):
+    d, q, k, theta = qkt
+    rq, rk = _rope(q, m, theta), _rope(k, m, theta)
+    tol = _logit_tolerance(q, k, abs(m) * theta.max().item())
+    claim_assert(abs(rq @ rq - q @ q) <= _logit_tolerance(q, q, abs(m) * theta.max().item()), "|R(m) q| != |q|",
+                 q=q, m=m)
+    claim_assert(abs(rq @ rk - q @ k) <= tol, "<R(m) q, R(m) k> != <q, k>", q=q, k=k, m=m)
+
+
+# --- block structure (foundations:250-256, :399-405, :597) ---------------------------------------------------
+
+@pytest.mark.claim("rope.nd-split-into-d-over-2-pairs", "rope.block-diagonal-rotation-matrix",
+                   "rope.rotation-operator-product-of-plane-rotations", "rope.rotation-matrix-decomposes-dk-over-2-blocks",
+                   "rope.rotation-operator-in-so-dk")
+@given(d=even_head_dims(), data=st.data(), m=integer_positions(), order_seed=st.randoms(use_true_random=False))
+def test_rope_is_the_block_diagonal_product_of_commuting_plane_rotations(d, data, m, order_seed):
+    theta = data.draw(frequency_vectors(d // 2), label="theta")
+    x = data.draw(vectors(d), label="x")
+    R = rotation_matrix(m, theta)
+    planes = []
+    for i in range(d // 2):  # R_{2i}(m theta_i): the identity except on coordinates (2i, 2i+1)
+        p = torch.eye(d, dtype=torch.float64)
+        p[2 * i:2 * i + 2, 2 * i:2 * i + 2] = plane_rotation(m * theta[i])
+        planes.append(p)
+    order_seed.shuffle(planes)
+    product = functools.reduce(torch.matmul, planes, torch.eye(d, dtype=torch.float64))
+    tol = 8 * EPS64 * (d + abs(m) * theta.max().item()) * max(x.norm().item(), 1.0)
+    off_block = R.clone()
+    for i in range(d // 2):
+        off_block[2 * i:2 * i + 2, 2 * i:2 * i + 2] = 0
+    claim_assert(off_block.abs().max() == 0, "R_Theta(m) has entries outside its 2x2 diagonal blocks", m=m)
+    claim_assert((product - R).abs().max() <= tol, "the product of plane rotations (in any order) is not R", m=m)
+    claim_assert((rope_interleaved(x[None], torch.tensor([float(m)]), theta)[0] - R @ x).abs().max() <= tol,
+                 "pairwise rotation of (x_2i, x_2i+1) is not R_Theta(m) x", x=x, m=m)
+    claim_assert(abs(torch.linalg.det(R).item() - 1) <= tol, "det R != 1", m=m)
+
+
+@pytest.mark.claim("rope.block-rotations-form-torus-group")
+@refutes(reason="d_k = 6 is the smallest head dimension where the tensor power's size 2^(d_k/2) differs from d_k; "
+                "at d_k = 4 the sizes agree but the matrices differ, shown alongside")
+def test_rope_is_the_action_of_the_tensor_power_so2_otimes_dk_over_2():
+    thetas = rope_frequencies(6)
+    angles = 3.0 * thetas
+    tensor_power = functools.reduce(torch.kron, plane_rotation(angles))  # SO(2)^{(x) 3} acts on 2^3 coordinates
+    claim_assert(tensor_power.shape == (6, 6), "the tensor power SO(2)^{(x) d_k/2} does not act on R^{d_k}",
+                 d_k=6, tensor_power_size=list(tensor_power.shape))
+
+
+@pytest.mark.claim("rope.block-rotations-form-torus-group")
+@refutes(reason="d_k = 4 (two planes) is the smallest case where a tensor product of SO(2) factors has the right size")
+def test_rope_matrix_is_the_kronecker_product_of_its_planes_at_d_4():
+    theta = rope_frequencies(4)
+    planes = plane_rotation(2.0 * theta)
+    kron, rope = torch.kron(planes[0], planes[1]), rotation_matrix(2.0, theta)
+    claim_assert(torch.allclose(kron, rope), "R_Theta(m) is not the tensor product of its plane rotations",
+                 kron=kron, rope=rope)
+
+
+@pytest.mark.claim("rope.block-rotations-form-torus-group")
+@given(d=even_head_dims(4), data=st.data(), a=integer_positions(), b=integer_positions())
+def test_block_rotations_commute_and_are_closed_a_direct_product_torus(d, data, a, b):
+    theta1 = data.draw(frequency_vectors(d // 2), label="theta1")  # two arbitrary torus elements
+    theta2 = data.draw(frequency_vectors(d // 2), label="theta2")
+    g, h = rotation_matrix(a, theta1), rotation_matrix(b, theta2)
+    # the direct product SO(2)^{d/2}: elements are block-diagonal rotations with angles adding per plane
+    gh = rotation_matrix(1.0, a * theta1 + b * theta2)
+    tol = 8 * EPS64 * (d + (abs(a) + abs(b)) * 2.0)
+    claim_assert((g @ h - h @ g).abs().max() <= tol, "two block rotations do not commute", a=a, b=b)
+    claim_assert((g @ h - gh).abs().max() <= tol, "the product is not the block rotation with added angles")
+    claim_assert((g.T - rotation_matrix(1.0, -a * theta1)).abs().max() <= tol, "the inverse is not a block rotation")
+
+
+class _ElementsWritten(TorchDispatchMode):
+    """Counts the elements written by every aten op run inside it: a measure of element-wise work."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.count += sum(o.numel() for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor))
+        return out
+
+
+@pytest.mark.claim("rope.elementwise-implementation-replaces-matmul")
+@given(d=even_head_dims(2, 32), t=st.integers(1, 6), data=st.data())
+def test_elementwise_rope_equals_the_matrix_product_in_linear_work(d, t, data):
+    theta = rope_frequencies(d)
+    perm = interleaved_to_half_split(d)
+    x = torch.stack([data.draw(vectors(d), label=f"x{j}") for j in range(t)])
+    x_half = x[:, perm]
+    pos = torch.arange(t, dtype=torch.float64)
+    rotations = [rotation_matrix(p, theta) for p in pos]
+    with FlopCounterMode(display=False) as dense_flops:
+        dense = torch.stack([(r @ x[j][:, None])[:, 0] for j, r in enumerate(rotations)])
+    with FlopCounterMode(display=False) as elementwise_flops, _ElementsWritten() as written:
+        elementwise = rope_half_split(x_half, pos, theta)
+    tol = 8 * EPS64 * (d + t) * max(x.abs().max().item(), 1.0)
+    claim_assert((elementwise - dense[:, perm]).abs().max() <= tol, "x cos + rotate_half(x) sin != R x", d=d)
+    # dense: one d x d matrix-vector product, 2 d^2 FLOPs per vector; element-wise: no matrix product, and each of
+    # its ~10 ops (angles, cos, sin, two cats, rotate_half, two products, a sum) writes at most d elements per vector.
+    claim_assert(dense_flops.get_total_flops() == 2 * d * d * t and elementwise_flops.get_total_flops() == 0,
+                 "FLOP counts are not 2 d^2 per vector (dense) and no matmul (element-wise)",
+                 dense=dense_flops.get_total_flops(), elementwise=elementwise_flops.get_total_flops())
+    claim_assert(written.count <= 16 * d * t, "the element-wise form does more than O(d) work per vector",
+                 d=d, t=t, elements_written=written.count)
+
+
+# --- the two conventions and the complex form (foundations:258-270, :485-487) --------------------------------
+
+@pytest.mark.claim("rope.proof-step4-complexification")
+def test_multiplying_by_e_i_phi_is_the_2x2_rotation_symbolically():
+    a, b, phi = sp.symbols("a b phi", real=True)
+    z = sp.expand_complex((a + sp.I * b) * sp.exp(sp.I * phi))
+    rotated = _rot(phi) * sp.Matrix([a, b])
+    claim_assert(_zero(sp.re(z) - rotated[0]) and _zero(sp.im(z) - rotated[1]),
+                 "(a + ib) e^{i phi} is not R(phi) (a, b)")
+
+
+@pytest.mark.claim("rope.proof-step4-complexification")
+@given(qkt=head_vectors_and_frequencies(), m=integer_positions())
+def test_complex_rope_equals_interleaved_rope(qkt, m):
+    d, q, _, theta = qkt
+    pos = torch.tensor([float(m)])
+    diff = (rope_complex(q[None], pos, theta) - rope_interleaved(q[None], pos, theta)).abs().max().item()
+    claim_assert(diff <= _logit_tolerance(q, torch.ones(1), abs(m) * theta.max().item()),
+                 "complex-form RoPE differs from the pairwise rotation", q=q, m=m, theta=theta)
+
+
+@pytest.mark.claim("rope.proof-step4-complex-form")
+def test_complex_form_of_the_logit_symbolically():
+    qa, qb, ka, kb, phi = sp.symbols("q_a q_b k_a k_b phi", real=True)
+    q_t, k_t = qa + sp.I * qb, ka + sp.I * kb
+    complex_form = sp.re(sp.expand_complex(sp.conjugate(q_t) * k_t * sp.exp(sp.I * phi)))
+    real_form = (sp.Matrix([qa, qb]).T * _rot(phi) * sp.Matrix([ka, kb]))[0]
+    claim_assert(_zero(complex_form - real_form), "Re[conj(q~) k~ e^{i phi}] != q^T R(phi) k for one plane")
+
+
+@pytest.mark.claim("rope.proof-step4-complex-form")
+@given(qkt=head_vectors_and_frequencies(), m=integer_positions(), n=integer_positions())
+def test_complex_form_with_zero_based_pairs_equals_the_logit(qkt, m, n):
+    d, q, k, theta = qkt
+    q_t = torch.complex(q[0::2], q[1::2])  # q~_i = q_{2i} + i q_{2i+1}, i = 0 .. d/2 - 1
+    k_t = torch.complex(k[0::2], k[1::2])
+    complex_form = (q_t.conj() * k_t * torch.polar(torch.ones_like(theta), (n - m) * theta)).sum().real
+    logit = _rope(q, m, theta) @ _rope(k, n, theta)
+    tol = _logit_tolerance(q, k, 2 * max(abs(m), abs(n)) * theta.max().item())
+    claim_assert(abs(complex_form - logit) <= tol, "Re sum conj(q~) k~ e^{i(n-m)theta} != the RoPE logit",
+                 q=q, k=k, m=m, n=n)
+
+
+@pytest.mark.claim("rope.proof-step4-complex-form")
+@refutes(reason="d_k = 2, a single plane, is the smallest head: the printed range i = 1 .. d_k/2 with pairs (2i, 2i+1) "
+                "already names coordinates that do not exist")
+def test_printed_index_range_of_the_complex_sum_covers_the_coordinates():
+    d_k = 2
+    used = {j for i in range(1, d_k // 2 + 1) for j in (2 * i, 2 * i + 1)}  # sum_{i=1}^{d_k/2} over (q_2i, q_2i+1)
+    zero_based, one_based = set(range(d_k)), set(range(1, d_k + 1))
+    claim_assert(used in (zero_based, one_based), "the pairs (2i, 2i+1), i = 1..d_k/2 are not the coordinates of q",
+                 d_k=d_k, coordinates_used=sorted(used), zero_based=sorted(zero_based), one_based=sorted(one_based))
+
+
+@pytest.mark.claim("rope.proof-step3-expansion-sin-sign")
+@refutes(reason="the smallest case: one plane (d_k = 2), unit vectors q = e_1, k = e_2 and a quarter turn, where "
+                "only the sine term is non-zero")
+def test_printed_expansion_of_q_rnm_k():
+    q, k, phi = torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64), torch.pi / 2
+    true = (q @ (plane_rotation(torch.tensor(phi, dtype=torch.float64)) @ k)).item()
+    printed = q[0] * k[0] * 0.0 + q[1] * k[1] * 0.0 + (q[0] * k[1] - q[1] * k[0]) * 1.0  # cos = 0, sin = 1 (line 481)
+    claim_assert(abs(true - printed.item()) <= 4 * EPS64, "the printed expansion differs from q^T R(n-m) k",
+                 q=q, k=k, n_minus_m_theta=phi, true=true, printed=printed.item())
+
+
+@pytest.mark.claim("rope.proof-step3-expansion-sin-sign")
+def test_corrected_expansion_symbolically():
+    t1, t2, delta = sp.symbols("theta_0 theta_1 delta", real=True)
+    q = sp.symbols("q0:4", real=True)
+    k = sp.symbols("k0:4", real=True)
+    lhs = (sp.Matrix(q).T * _block_rot(delta, (t1, t2)) * sp.Matrix(k))[0]
+    corrected = sum(
+        (q[2 * i] * k[2 * i] + q[2 * i + 1] * k[2 * i + 1]) * sp.cos(delta * t)
+        + (q[2 * i + 1] * k[2 * i] - q[2 * i] * k[2 * i + 1]) * sp.sin(delta * t)
+        for i, t in enumerate((t1, t2)))
+    printed = sum(
+        (q[2 * i] * k[2 * i] + q[2 * i + 1] * k[2 * i + 1]) * sp.cos(delta * t)
+        + (q[2 * i] * k[2 * i + 1] - q[2 * i + 1] * k[2 * i]) * sp.sin(delta * t)
+        for i, t in enumerate((t1, t2)))
+    claim_assert(_zero(lhs - corrected), "the corrected expansion (sine coefficient q_{2i+1}k_{2i} - q_{2i}k_{2i+1}, "
+                 "i = 0 .. d_k/2 - 1) is not q^T R(delta) k")
+    # and the printed one is exactly the expansion of q^T R(m - n) k: the sign of the offset is flipped
+    claim_assert(_zero(printed - lhs.subs(delta, -delta)), "the printed expansion is not q^T R(m-n) k either")
+
+
+# --- the printed apply_rotary_pos_emb (foundations:258-270) ---------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def _apply_rotary_pos_emb():
+    run = run_snippet("rope.snippet-apply-rotary-pos-emb")
+    assert run.ran, run.describe()
+    return run.namespace["apply_rotary_pos_emb"]
+
+
+def _half_width_cos_sin(t: int, d: int):
+    angles = torch.arange(t, dtype=torch.float64)[:, None] * rope_frequencies(d)  # (T, d/2)
+    return torch.cos(angles), torch.sin(angles)
+
+
+@pytest.mark.claim("rope.snippet-apply-rotary-computes-half-split-rope", "rope.snippet-rotation-comment-formula")
+@given(d=even_head_dims(), t=st.integers(1, 6), h=st.integers(1, 3), seed=st.integers(0, 2**31 - 1))
+def test_printed_apply_rotary_pos_emb_is_half_split_rope(d, t, h, seed):
+    x = torch.randn(2, h, t, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    cos, sin = _half_width_cos_sin(t, d)
+    out = _apply_rotary_pos_emb()(x, cos, sin)
+    theta, pos = rope_frequencies(d), torch.arange(t, dtype=torch.float64)
+    comment = x * torch.cat([cos, cos], -1) + rotate_half(x) * torch.cat([sin, sin], -1)  # line 266
+    tol = 8 * EPS64 * (d + t) * max(x.abs().max().item(), 1.0)
+    claim_assert(out.shape == x.shape, "the output shape differs from x", x_shape=list(x.shape), out=list(out.shape))
+    claim_assert((out - comment).abs().max() <= tol, "the return value is not x*cos + (-x2, x1)*sin", d=d)
+    claim_assert((out - rope_half_split(x, pos, theta)).abs().max() <= tol,
+                 "apply_rotary_pos_emb does not rotate the pairs (x_j, x_{j+d/2}) by m theta_j", d=d)
+
+
+@pytest.mark.claim("rope.snippet-apply-rotary-requires-even-dk")
+@given(d=odd_head_dims(), t=st.integers(1, 4), round_up=st.booleans())
+def test_printed_apply_rotary_pos_emb_does_not_rotate_odd_heads(d, t, round_up):
+    x = torch.randn(1, 1, t, d, dtype=torch.float64, generator=torch.Generator().manual_seed(d))
+    width = (d + 1) // 2 if round_up else max(d // 2, 1)  # the caller's cos/sin width: ceil or floor of d/2
+    angles = torch.arange(t, dtype=torch.float64)[:, None] * rope_frequencies(d + 1)[:width]
+    try:
+        out = _apply_rotary_pos_emb()(x, torch.cos(angles), torch.sin(angles))
+    except RuntimeError as exc:  # the halves of widths d//2 and d//2 + 1 do not broadcast
+        return
+    claim_assert(out.shape != x.shape, "an odd head dimension was rotated into a tensor of the input's shape",
+                 d_k=d, out_shape=list(out.shape))
+
+
+@pytest.mark.claim("rope.snippet-half-split-comment-odd-even-wrong")
+@refutes(reason="d_k = 4 is the smallest head with two pairs, where a contiguous half differs from every other "
+                "coordinate")
+def test_x1_holds_the_odd_dimensions_and_x2_the_even_ones():
+    d_k = 4
+    x = torch.arange(d_k)
+    x1, x2 = x[..., :d_k // 2], x[..., d_k // 2:]  # lines 263-264
+    odd_even = [(x[1::2], x[0::2]), (x[0::2], x[1::2])]  # 0-based odd/even, or 1-based odd (= 0-based even)/even
+    claim_assert(any(torch.equal(x1, o) and torch.equal(x2, e) for o, e in odd_even),
+                 "x1 and x2 are the first and second halves, not the odd and even dimensions",
+                 x=x, x1=x1, x2=x2)
+
+
+@pytest.mark.claim("rope.snippet-half-split-comment-odd-even-wrong")
+@given(qkt=head_vectors_and_frequencies(), m=integer_positions(), n=integer_positions())
+def test_half_split_and_interleaved_conventions_differ_by_a_fixed_permutation(qkt, m, n):
+    d, q, k, theta = qkt
+    perm = interleaved_to_half_split(d)
+    pos_q, pos_k = torch.tensor([float(m)]), torch.tensor([float(n)])
+    tol = _logit_tolerance(q, k, 2 * max(abs(m), abs(n)) * theta.max().item())
+    half_q = rope_half_split(q[perm][None], pos_q, theta)[0]
+    claim_assert((half_q - rope_interleaved(q[None], pos_q, theta)[0][perm]).abs().max()
+                 <= tol / max(_norm_bound(k), 1.0), "rope_half(P q) != P rope_interleaved(q)", q=q, m=m)
+    logit_half = half_q @ rope_half_split(k[perm][None], pos_k, theta)[0]
+    logit_inter = rope_interleaved(q[None], pos_q, theta)[0] @ rope_interleaved(k[None], pos_k, theta)[0]
+    claim_assert(abs(logit_half - logit_inter) <= tol, "the conventions give different logits after the permutation",
+                 q=q, k=k, m=m, n=n)
+
+
+@pytest.mark.claim("rope.snippet-apply-rotary-computes-half-split-rope")
+@given(qkt=head_vectors_and_frequencies(), m=integer_positions(), n=integer_positions())
+def test_printed_apply_rotary_pos_emb_gives_relative_logits(qkt, m, n):
+    d, q, k, theta = qkt
+    rot = _apply_rotary_pos_emb()
+    angle_q, angle_k = m * theta, n * theta  # (d/2,)
+    rq = rot(q[None, None, None], torch.cos(angle_q), torch.sin(angle_q))[0, 0, 0]
+    rk = rot(k[None, None, None], torch.cos(angle_k), torch.sin(angle_k))[0, 0, 0]
+    relative = q @ rope_half_split(k[None], torch.tensor([float(n - m)]), theta)[0]  # pairs (j, j + d/2)
+    tol = _logit_tolerance(q, k, 2 * max(abs(m), abs(n)) * theta.max().item())
+    claim_assert(abs(rq @ rq - q @ q) <= _logit_tolerance(q, q, abs(m) * theta.max().item()),
+                 "the printed rotation changes the norm", q=q, m=m)
+    claim_assert(abs(rq @ rk - relative) <= tol, "the printed rotation's logit is not a function of n - m",
+                 q=q, k=k, m=m, n=n)

@@ -1,0 +1,359 @@
+"""N-dimensional (axial) RoPE: the construction of foundations.txt lines 431-445 and the printed
+``NDimensionalRoPE`` of lines 504-560, against impl/rope_nd.py.
+
+The printed class definition executes, but constructing it raises NameError at line 527. To test
+what its later lines would compute, line 527's loop (lines 524-528) is executed with the name it
+lacks bound, and the class's own ``_build_cache``/``apply``/``rotate_half`` run on an object whose
+``__init__`` is skipped.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from claimcheck import claim_assert, record, refutes
+from claimcheck.snippets import SnippetRun, load_snippet, run_snippet
+from impl.rope import rope_frequencies, rope_half_split, rope_interleaved
+from impl.rope_nd import axial_frequencies, axial_rope, axial_rotation_matrix, kronecker_rotation
+from properties.strategies.positional import axial_configurations, vectors
+
+EPS64 = 2.0**-52
+
+
+@functools.lru_cache(maxsize=1)
+def _ndim_rope_class():
+    run = run_snippet("rope.snippet-ndimensional-rope")
+    assert run.ran, run.describe()
+    return run.namespace["NDimensionalRoPE"]
+
+
+def _frequency_loop(base: float, pairs_per_dim: int, n_dims: int) -> tuple[SnippetRun, list[torch.Tensor]]:
+    """Lines 524-528 executed with ``pairs_per_dim`` (= self.pairs_per_dim) and ``n_dims`` bound."""
+    bound = SnippetRun("foundations", 0, 0, "", namespace={"base": base, "pairs_per_dim": pairs_per_dim,
+                                                           "n_dims": n_dims})
+    run = load_snippet("foundations", 524, 528, requires=(bound,))
+    assert run.ran, run.describe()
+    return run, run.namespace["inv_freq_list"]
+
+
+def _completed_instance(head_dim: int, n_dims: int, max_pos: int, base: float = 10000.0):
+    """An NDimensionalRoPE whose __init__ (which raises at line 527) is replaced by its intended effect."""
+    cls = _ndim_rope_class()
+    obj = cls.__new__(cls)
+    torch.nn.Module.__init__(obj)
+    obj.head_dim, obj.n_dims, obj.pairs_per_dim, obj.base = head_dim, n_dims, head_dim // (2 * n_dims), base
+    _, freqs = _frequency_loop(base, obj.pairs_per_dim, n_dims)
+    obj.register_buffer("inv_freq", torch.cat(freqs))  # line 531
+    obj._build_cache(max_pos)  # the printed method
+    return obj
+
+
+def _construct(head_dim: int, n_dims: int, max_pos: int = 8) -> str:
+    try:
+        _ndim_rope_class()(head_dim, n_dims, max_pos)
+    except Exception as exc:  # the snippet's own failure is what is observed
+        return f"{type(exc).__name__}: {exc}"
+    return "constructed"
+
+
+def _ceil_half(p: int) -> int:
+    return (p + 1) // 2
+
+
+# --- the axial construction (foundations:431-445) -------------------------------------------------------------
+
+@pytest.mark.claim("rope.ndim-position-vector-definition", "rope.ndim-tensor-product-formula",
+                   "rope.ndim-snippet-supports-arbitrary-dims")
+@given(config=axial_configurations(), data=st.data())
+def test_axial_rope_logit_depends_on_each_axis_only_through_its_offset(config, data):
+    n_axes, d = config
+    thetas = axial_frequencies(d, n_axes)
+    q, k = data.draw(vectors(d), label="q"), data.draw(vectors(d), label="k")
+    pos = st.lists(st.integers(-500, 500), min_size=n_axes, max_size=n_axes).map(
+        lambda v: torch.tensor(v, dtype=torch.float64))
+    m, n, shift = data.draw(pos, label="m"), data.draw(pos, label="n"), data.draw(pos, label="shift")
+    logit = axial_rope(q[None], m[None], thetas)[0] @ axial_rope(k[None], n[None], thetas)[0]
+    relative = q @ axial_rotation_matrix(n - m, thetas) @ k
+    shifted = axial_rope(q[None], (m + shift)[None], thetas)[0] @ axial_rope(k[None], (n + shift)[None], thetas)[0]
+    R = axial_rotation_matrix(m, thetas)
+    # angles up to 1000 rad carry ~1000 ulp; the d-term inner products add d roundings of |q||k|.
+    tol = 8 * EPS64 * (d + 2000) * (q.abs().max().item() * k.abs().max().item() * d + 1e-300)
+    claim_assert(R.shape == (d, d) and (R.T @ R - torch.eye(d, dtype=torch.float64)).abs().max() <= 8 * EPS64 * (d + 1000),
+                 "the axial rotation is not a d x d orthogonal matrix", n_axes=n_axes, d=d)
+    claim_assert(abs(logit - relative) <= tol, "<R(m) q, R(n) k> != <q, R(n - m) k> for position vectors",
+                 m=m, n=n, n_axes=n_axes)
+    claim_assert(abs(logit - shifted) <= tol, "the logit changes under a common shift of the position vectors",
+                 m=m, n=n, shift=shift)
+
+
+@pytest.mark.claim("rope.ndim-tensor-product-formula")
+@refutes(reason="three axes of two coordinates each (d_k = 6) is the smallest head where the Kronecker product's size "
+                "(d_k/N)^N differs from d_k")
+def test_ndim_rope_is_the_kronecker_product_of_per_axis_rotations():
+    thetas = axial_frequencies(6, 3)
+    kron = kronecker_rotation(torch.tensor([1.0, 2.0, 3.0]), thetas)
+    claim_assert(kron.shape == (6, 6), "the tensor product of the per-axis rotations does not act on R^{d_k}",
+                 d_k=6, n_axes=3, kronecker_size=list(kron.shape))
+
+
+@pytest.mark.claim("rope.ndim-tensor-product-formula")
+@refutes(reason="two axes of two coordinates (d_k = 4) is the one size where the Kronecker product is d_k x d_k; "
+                "there it is still not the axial (direct-sum) rotation")
+def test_kronecker_product_equals_the_axial_rotation_at_d_4():
+    thetas, m = axial_frequencies(4, 2), torch.tensor([1.0, 2.0])
+    kron, axial = kronecker_rotation(m, thetas), axial_rotation_matrix(m, thetas)
+    claim_assert(torch.allclose(kron, axial), "the Kronecker product is not the axial rotation", kron=kron, axial=axial)
+
+
+SCENARIOS = [  # foundations.txt lines 442-445: (claim, grid sizes per axis)
+    pytest.param("rope.ndim-ddim-text-1", (7,), marks=pytest.mark.claim("rope.ndim-ddim-text-1"), id="text"),
+    pytest.param("rope.ndim-ddim-image-2", (3, 4), marks=pytest.mark.claim("rope.ndim-ddim-image-2"), id="image"),
+    pytest.param("rope.ndim-ddim-video-3", (2, 3, 2), marks=pytest.mark.claim("rope.ndim-ddim-video-3"), id="video"),
+    pytest.param("rope.ndim-ddim-spatiotemporal-3", (2, 2, 3), marks=pytest.mark.claim("rope.ndim-ddim-spatiotemporal-3"),
+                 id="spatiotemporal"),
+]
+
+
+@pytest.mark.parametrize("claim_id, grid", SCENARIOS)
+def test_grid_positions_have_one_coordinate_per_axis_and_axial_rope_is_relative_on_each(claim_id, grid):
+    n_axes = len(grid)
+    positions = torch.cartesian_prod(*(torch.arange(s, dtype=torch.float64) for s in grid)).reshape(-1, n_axes)
+    d = 4 * n_axes
+    g = torch.Generator().manual_seed(len(grid))
+    q, k = torch.randn(d, dtype=torch.float64, generator=g), torch.randn(d, dtype=torch.float64, generator=g)
+    thetas = axial_frequencies(d, n_axes)
+    rq = axial_rope(q.expand(len(positions), d), positions, thetas)  # one token per grid point
+    rk = axial_rope(k.expand(len(positions), d), positions, thetas)
+    logits = rq @ rk.T
+    offsets = positions[None, :, :] - positions[:, None, :]  # (tokens, tokens, D_dim)
+    expected = torch.stack([torch.stack([q @ axial_rotation_matrix(o, thetas) @ k for o in row]) for row in offsets])
+    record("D_dim", n_axes)
+    claim_assert(positions.shape == (math.prod(grid), n_axes), "a grid position does not have D_dim coordinates",
+                 claim=claim_id, shape=list(positions.shape))
+    claim_assert((logits - expected).abs().max() <= 64 * EPS64 * d * q.norm() * k.norm(),
+                 "logits are not functions of the per-axis offsets", claim=claim_id)
+    if n_axes == 1:
+        claim_assert((rq - rope_interleaved(q.expand(len(positions), d), positions[:, 0], rope_frequencies(d))).abs().max()
+                     <= 16 * EPS64 * d * q.abs().max(), "one-axis RoPE is not 1-D RoPE")
+
+
+@pytest.mark.claim("rope.ndim-snippet-head-dim-split-per-axis")
+@given(head_dim=st.integers(1, 24), n_dims=st.integers(1, 4))
+def test_printed_assert_and_impl_accept_exactly_head_dims_divisible_by_2_n_dims(head_dim, n_dims):
+    outcome = _construct(head_dim, n_dims)
+    divisible = head_dim % (2 * n_dims) == 0
+    claim_assert(outcome.startswith("AssertionError") == (not divisible),
+                 "the printed assert does not reject exactly the head dims not divisible by 2 n_dims",
+                 head_dim=head_dim, n_dims=n_dims, outcome=outcome)
+    try:
+        axial_frequencies(head_dim, n_dims)
+        accepted = True
+    except ValueError:
+        accepted = False
+    claim_assert(accepted == divisible, "impl/rope_nd does not enforce head_dim % (2 N) == 0",
+                 head_dim=head_dim, n_dims=n_dims)
+
+
+# --- what the printed NDimensionalRoPE does (foundations:504-560) ---------------------------------------------
+
+@pytest.mark.claim("rope.ndim-snippet-supports-arbitrary-dims")
+@refutes(reason="n_dims = 1 with the smallest valid head (head_dim = 2): construction already fails for one axis, "
+                "and the failing line does not depend on n_dims")
+def test_printed_ndim_rope_can_be_constructed_for_some_n_dims():
+    outcomes = {n: _construct(2 * n, n) for n in (1, 2, 3)}
+    claim_assert(any(o == "constructed" for o in outcomes.values()),
+                 "NDimensionalRoPE(head_dim, n_dims, max_pos) raises for every n_dims", outcomes=outcomes)
+
+
+@pytest.mark.claim("rope.ndim-snippet-freq-formula-line-527")
+@refutes(reason="the smallest valid configuration (head_dim = 2, n_dims = 1); line 527 reads a name that __init__ "
+                "never binds, whatever the sizes")
+def test_line_527_runs_inside_the_printed_constructor():
+    outcome = _construct(2, 1)
+    claim_assert(outcome == "constructed", "line 527 raises inside __init__", outcome=outcome)
+
+
+@pytest.mark.claim("rope.ndim-snippet-freq-formula-line-527")
+@given(p=st.integers(1, 16), base=st.floats(2.0, 1e6))
+def test_line_527_with_its_name_bound_computes_base_to_the_minus_j_over_p(p, base):
+    _, freqs = _frequency_loop(base, p, 1)
+    j = torch.arange(0, p, 2, dtype=torch.float64)
+    expected = base ** (-j / p)
+    # float32 arithmetic (the printed .float()): a few float32 ulps of the result.
+    claim_assert(torch.allclose(freqs[0].double(), expected, rtol=8 * 2.0**-23 * (1 + math.log(base)), atol=0),
+                 "line 527 does not compute base^(-j/p), j = 0, 2, ... < p", p=p, base=base, got=freqs[0])
+
+
+@pytest.mark.claim("rope.ndim-snippet-freqs-per-axis-count", "rope.ndim-snippet-head-dim-split-per-axis")
+@refutes(reason="pairs_per_dim = 2 (head_dim = 4, one axis) is the smallest size where arange(0, p, 2) has fewer "
+                "than p entries")
+def test_each_axis_gets_pairs_per_dim_frequencies():
+    p = 2
+    _, freqs = _frequency_loop(10000.0, p, 1)
+    claim_assert(len(freqs[0]) == p, "an axis gets ceil(p/2) frequencies, not pairs_per_dim", pairs_per_dim=p,
+                 frequencies=len(freqs[0]))
+
+
+@pytest.mark.claim("rope.ndim-snippet-freqs-per-axis-count", "rope.ndim-snippet-head-dim-split-per-axis")
+@given(config=axial_configurations(max_axes=3, max_pairs_per_axis=8))
+def test_printed_frequency_loop_gives_ceil_half_frequencies_per_axis_while_impl_gives_one_per_pair(config):
+    n_dims, head_dim = config
+    p = head_dim // (2 * n_dims)
+    _, freqs = _frequency_loop(10000.0, p, n_dims)
+    claim_assert(len(freqs) == n_dims and all(len(f) == _ceil_half(p) for f in freqs),
+                 "the printed loop does not give ceil(p/2) frequencies per axis", p=p, n_dims=n_dims)
+    claim_assert(tuple(axial_frequencies(head_dim, n_dims).shape) == (n_dims, p),
+                 "impl/rope_nd does not give one frequency per rotation pair", p=p, n_dims=n_dims)
+
+
+@pytest.mark.claim("rope.ndim-snippet-comment-formula-not-implemented")
+@refutes(reason="two maximum lengths and the smallest head with two frequencies per axis (pairs_per_dim = 3): "
+                "the formula's frequency ratio depends on T_max, the code's cannot")
+def test_printed_frequencies_follow_2pi_over_t_max_power_formula():
+    d_k, p = 6, 3
+    ratios = {}
+    for t_max in (16, 4096):  # max_pos_per_dim: the only length the class receives
+        _, freqs = _frequency_loop(10000.0, p, 1)  # lines 524-528 never read max_pos_per_dim
+        ratios[t_max] = (freqs[0][1] / freqs[0][0]).item()
+    formula = {t: t ** (-2 / d_k) for t in ratios}  # theta_1/theta_0 = T_max^{-2/d_k} * lambda_1/lambda_0, lambda fixed
+    claim_assert(ratios[16] != ratios[4096] or formula[16] == formula[4096],
+                 "the code's frequencies do not change with T_max while the formula's do",
+                 code_ratio=ratios, formula_ratio_for_equal_lambdas=formula, code_theta_0=1.0, formula_theta_0="2 pi lambda_0")
+
+
+@pytest.mark.claim("rope.ndim-snippet-comment-formula-not-implemented")
+@given(p=st.integers(1, 12), base=st.floats(10.0, 1e5))
+def test_printed_frequencies_are_the_standard_rope_inverse_frequencies_of_a_2p_block(p, base):
+    _, freqs = _frequency_loop(base, p, 1)
+    standard = rope_frequencies(2 * p, base)[: _ceil_half(p)] ** 2  # base^{-2i/(2p)} squared = base^{-2i/p}
+    claim_assert(torch.allclose(freqs[0].double(), standard, rtol=8 * 2.0**-23 * (1 + math.log(base)), atol=0),
+                 "the printed inverse frequencies are not base^{-j/p}: no 2 pi, no T_max, no lambda", p=p, base=base)
+
+
+@st.composite
+def ndim_cache_configs(draw):
+    n_dims, head_dim = draw(axial_configurations(max_axes=3, max_pairs_per_axis=4), label="axial")
+    max_pos = draw(st.integers(2, 12), label="max_pos")
+    return head_dim, n_dims, max_pos
+
+
+@pytest.mark.claim("rope.ndim-snippet-cache-shape-comment", "rope.ndim-snippet-einsum-shape-comment",
+                   "rope.ndim-snippet-emb-shape-comment")
+@given(config=ndim_cache_configs())
+def test_printed_cache_shapes_are_two_dimensional_with_no_axis_dimension(config):
+    head_dim, n_dims, max_pos = config
+    obj = _completed_instance(head_dim, n_dims, max_pos)
+    width = n_dims * _ceil_half(head_dim // (2 * n_dims))  # len(inv_freq)
+    freqs = torch.einsum("d,p->dp", torch.arange(max_pos).float(), obj.inv_freq)  # line 539's expression
+    claim_assert(tuple(freqs.shape) == (max_pos, width), "freqs is not (max_pos, len(inv_freq))",
+                 shape=list(freqs.shape))
+    claim_assert(tuple(obj.cos_cached.shape) == (1, 1, max_pos, 2 * width),
+                 "cos_cached is not (1, 1, max_pos, 2 len(inv_freq))", shape=list(obj.cos_cached.shape))
+
+
+@pytest.mark.claim("rope.ndim-snippet-cache-shape-comment")
+@refutes(reason="two axes, one pair each (head_dim = 4), max_pos = 3: the smallest multi-axis cache")
+def test_printed_cache_has_shape_n_dims_max_pos_half_head_dim():
+    obj = _completed_instance(4, 2, 3)
+    claim_assert(tuple(obj.cos_cached.shape[-3:]) == (2, 3, 2) and obj.cos_cached.dim() == 3 + 2,
+                 "the cache is not (n_dims, max_pos, head_dim/2) (behind the two unsqueezes)",
+                 cos_cached_shape=list(obj.cos_cached.shape), comment="(n_dims, max_pos, head_dim/2) = (2, 3, 2)")
+
+
+@pytest.mark.claim("rope.ndim-snippet-einsum-shape-comment")
+@refutes(reason="two axes, one pair each (head_dim = 4), max_pos = 3: the smallest multi-axis case")
+def test_printed_einsum_has_shape_n_dims_max_pos_pairs_per_dim():
+    obj = _completed_instance(4, 2, 3)
+    freqs = torch.einsum("d,p->dp", torch.arange(3).float(), obj.inv_freq)  # line 539
+    claim_assert(tuple(freqs.shape) == (2, 3, 1), "einsum('d,p->dp', ...) is not (n_dims, max_pos, pairs_per_dim)",
+                 shape=list(freqs.shape), comment="(n_dims, max_pos, pairs_per_dim) = (2, 3, 1)")
+
+
+@pytest.mark.claim("rope.ndim-snippet-emb-shape-comment")
+@refutes(reason="two axes, one pair each (head_dim = 4), max_pos = 3: the smallest multi-axis case")
+def test_printed_emb_has_shape_n_dims_max_pos_head_dim_over_n_dims():
+    obj = _completed_instance(4, 2, 3)
+    emb_shape = tuple(obj.cos_cached.shape[2:])  # cos_cached = emb.cos() unsqueezed twice (line 542)
+    claim_assert(emb_shape == (2, 3, 2), "emb is not (n_dims, max_pos, head_dim/n_dims)", shape=list(emb_shape),
+                 comment="(n_dims, max_pos, head_dim/n_dims) = (2, 3, 2)")
+
+
+@pytest.mark.claim("rope.ndim-snippet-rotate-half")
+@given(half=st.integers(1, 8), t=st.integers(1, 5), seed=st.integers(0, 2**31 - 1))
+def test_printed_rotate_half_with_duplicated_cos_sin_is_half_split_rope(half, t, seed):
+    d = 2 * half
+    x = torch.randn(2, t, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    theta, pos = rope_frequencies(d), torch.arange(t, dtype=torch.float64)
+    angles = pos[:, None] * theta
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+    rotated = x * cos + _ndim_rope_class().rotate_half(x) * sin  # line 560's expression with a full-width cache
+    claim_assert((rotated - rope_half_split(x, pos, theta)).abs().max() <= 16 * EPS64 * (d + t) * x.abs().max(),
+                 "x cos + rotate_half(x) sin does not rotate the pairs (x_j, x_{j+d/2})", d=d, t=t)
+
+
+def _apply_outcome(obj, x, positions) -> str:
+    try:
+        out = obj.apply(x, positions)
+    except RuntimeError as exc:
+        return f"RuntimeError: {str(exc).splitlines()[0]}"
+    return f"returned shape {list(out.shape)}"
+
+
+@pytest.mark.claim("rope.ndim-snippet-apply-shape-comment")
+@refutes(reason="two axes, one pair each (head_dim = 4), batch 2, 3 heads, 5 tokens: the smallest case where "
+                "B, H, T and n_dims are all distinct, so no dimension can be mistaken for another")
+def test_printed_cache_lookup_has_shape_b_h_t_n_dims_head_dim_over_n_dims():
+    b, h, t, n_dims, head_dim = 2, 3, 5, 2, 4
+    obj = _completed_instance(head_dim, n_dims, 8)
+    positions = torch.zeros(b, t, n_dims, dtype=torch.long)
+    cos = obj.cos_cached[:, :, positions]  # line 557
+    claim_assert(tuple(cos.shape) == (b, h, t, n_dims, head_dim // n_dims),
+                 "cos_cached[:, :, positions] is not (B, H, T, n_dims, head_dim/n_dims)", shape=list(cos.shape),
+                 comment=[b, h, t, n_dims, head_dim // n_dims])
+
+
+@pytest.mark.claim("rope.ndim-snippet-apply-shape-comment", "rope.ndim-snippet-apply-returns-rotation")
+@given(config=ndim_cache_configs(), b=st.integers(1, 3), h=st.integers(1, 3), t=st.integers(1, 4))
+def test_printed_cache_lookup_prepends_the_index_shape_and_never_rotates_like_rope(config, b, h, t):
+    head_dim, n_dims, max_pos = config
+    obj = _completed_instance(head_dim, n_dims, max_pos)
+    positions = torch.randint(0, max_pos, (b, t, n_dims), generator=torch.Generator().manual_seed(b * t))
+    width = obj.cos_cached.shape[-1]
+    claim_assert(tuple(obj.cos_cached[:, :, positions].shape) == (1, 1, b, t, n_dims, width),
+                 "cos_cached[:, :, positions] is not (1, 1, B, T, n_dims, W)")
+    x = torch.randn(b, h, t, head_dim, generator=torch.Generator().manual_seed(t))
+    outcome = _apply_outcome(obj, x, positions)
+    if outcome.startswith("returned"):  # broadcasting happened to succeed: the result is not x's RoPE
+        out = obj.apply(x, positions)
+        claim_assert(out.shape != x.shape, "apply returned a tensor of x's shape", outcome=outcome)
+
+
+@pytest.mark.claim("rope.ndim-snippet-apply-returns-rotation")
+@refutes(reason="the same smallest fully distinct sizes as for the shape comment: B = 2, H = 3, T = 5, two axes, "
+                "head_dim = 4")
+def test_printed_apply_returns_a_rotation_of_x_shape():
+    b, h, t, n_dims, head_dim = 2, 3, 5, 2, 4
+    obj = _completed_instance(head_dim, n_dims, 8)
+    x = torch.randn(b, h, t, head_dim, generator=torch.Generator().manual_seed(0))
+    positions = torch.randint(0, 8, (b, t, n_dims), generator=torch.Generator().manual_seed(1))
+    outcome = _apply_outcome(obj, x, positions)
+    claim_assert(outcome == f"returned shape {[b, h, t, head_dim]}", "apply(x, positions) does not return x's rotation",
+                 outcome=outcome)
+
+
+@pytest.mark.claim("rope.ndim-snippet-apply-returns-rotation")
+@given(config=axial_configurations(), t=st.integers(1, 5), seed=st.integers(0, 2**31 - 1))
+def test_impl_axial_rope_returns_x_shape_and_preserves_norms(config, t, seed):
+    n_axes, d = config
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 3, t, d, dtype=torch.float64, generator=g)
+    positions = torch.randint(0, 50, (2, 3, t, n_axes), generator=g).double()
+    out = axial_rope(x, positions, axial_frequencies(d, n_axes))
+    claim_assert(out.shape == x.shape, "axial RoPE changed the shape", shape=list(out.shape))
+    claim_assert((out.norm(dim=-1) - x.norm(dim=-1)).abs().max() <= 32 * EPS64 * (d + 100) * x.abs().max(),
+                 "axial RoPE changed a norm")

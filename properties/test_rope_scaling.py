@@ -1,0 +1,223 @@
+"""RoPE frequency schedules: theta_i = b^(-2i/d), the wavelengths they cover, the frequency "loss"
+of foundations.txt line 463, and the variant table of lines 495-500 (NTK-aware, YaRN) against the
+papers' definitions in impl/rope_scaling.py; index.txt lines 144, 241 and 259.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import sympy as sp
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from claimcheck import claim_assert, record, refutes
+from impl.rope import rope_frequencies, rotation_matrix
+from impl.rope_scaling import ntk_aware, position_interpolation, wavelengths, yarn
+from properties.strategies.positional import (even_head_dims, extension_scales, frequency_vectors, rope_bases,
+                                              vectors)
+
+EPS64 = 2.0**-52
+
+
+def _rel_close(a: torch.Tensor, b: torch.Tensor, ulps: float) -> bool:
+    return bool(((a - b).abs() <= ulps * EPS64 * b.abs()).all())
+
+
+# --- theta_i = b^(-2i/d) (foundations:427, :496) --------------------------------------------------------------
+
+@pytest.mark.claim("rope.frequency-geometric-base-10000", "rope.variant-original-frequency")
+@refutes(reason="d_k = 2 (one plane) is the smallest head: there the chapter's index range i = 1 .. d_k/2 "
+                "(lines 405, 481) gives theta_1 = b^{-1} instead of RoFormer's theta_1 = 1")
+def test_chapter_indexing_of_b_power_minus_2i_over_dk_is_the_roformer_schedule():
+    d_k, b = 2, 10000.0
+    chapter = [b ** (-2 * i / d_k) for i in range(1, d_k // 2 + 1)]  # theta_i = b^{-2i/d_k}, i = 1 .. d_k/2
+    roformer = [10000.0 ** (-2 * (i - 1) / d_k) for i in range(1, d_k // 2 + 1)]  # RoFormer eq. 15
+    claim_assert(chapter == roformer, "with i = 1 .. d_k/2 every frequency is off by the factor b^{-2/d_k}",
+                 d_k=d_k, chapter=chapter, roformer=roformer)
+
+
+@pytest.mark.claim("rope.frequency-geometric-base-10000", "rope.variant-original-frequency")
+@given(d=even_head_dims(2, 256), base=rope_bases())
+def test_zero_based_b_power_minus_2i_over_d_is_the_roformer_and_llama_schedule(d, base):
+    ours = rope_frequencies(d, base)
+    roformer = torch.tensor([base ** (-2 * (i - 1) / d) for i in range(1, d // 2 + 1)], dtype=torch.float64)
+    llama = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))  # inv_freq of LLaMA/transformers
+    # three float64 evaluations of b^x with |x| <= 1: a few ulps apart.
+    claim_assert(_rel_close(ours, roformer, 8) and _rel_close(ours, llama, 8), "schedules differ", d=d, base=base)
+    claim_assert(ours[0].item() == 1.0, "theta_0 is not 1 (the highest frequency, one radian per token)", d=d)
+
+
+@pytest.mark.claim("rope.frequency-log-uniform-spectrum")
+def test_consecutive_frequency_ratio_is_constant_symbolically():
+    b, d, i = sp.symbols("b d i", positive=True)
+    theta = b ** (-2 * i / d)
+    claim_assert(sp.simplify(theta.subs(i, i + 1) / theta - b ** (-2 / d)) == 0, "theta_{i+1}/theta_i != b^{-2/d}")
+    claim_assert(sp.simplify(sp.diff(sp.expand_log(sp.log(theta), force=True), i, 2)) == 0,
+                 "log theta_i is not linear in i")
+
+
+@pytest.mark.claim("rope.frequency-log-uniform-spectrum")
+@given(d=even_head_dims(4, 256), base=rope_bases())
+def test_log_frequencies_are_equally_spaced(d, base):
+    steps = torch.diff(torch.log(rope_frequencies(d, base)))
+    expected = -2 * math.log(base) / d
+    claim_assert((steps - expected).abs().max().item() <= 16 * EPS64 * math.log(base), "log theta_i not equally spaced",
+                 d=d, base=base)
+
+
+@pytest.mark.claim("rope.frequency-range-o1-to-ot")
+@refutes(reason="LLaMA-like head (d_k = 128, b = 10^4) at two context lengths 4096 and 10^6: the schedule is a "
+                "function of b and d_k only, so one pair of lengths suffices")
+def test_wavelength_range_grows_with_the_sequence_length():
+    d_k, b = 128, 1e4
+    longest = {}
+    for t in (4096, 10**6):
+        longest[t] = wavelengths(rope_frequencies(d_k, b)).max().item()  # the schedule never reads T
+    record("longest period (tokens) for d=128, b=1e4 and b=5e5", [longest[4096], 2 * math.pi * 5e5 ** (126 / 128)])
+    claim_assert(longest[10**6] / longest[4096] >= 10**6 / 4096 / 100,
+                 "the covered range does not grow with T: the longest period is the same for every T",
+                 longest_period_tokens=longest, periods_per_context={t: t / w for t, w in longest.items()})
+
+
+@pytest.mark.claim("rope.frequency-range-o1-to-ot")
+@given(d=even_head_dims(4, 256), base=rope_bases())
+def test_wavelengths_run_from_2pi_to_2pi_b_to_the_d_minus_2_over_d(d, base):
+    lam = wavelengths(rope_frequencies(d, base))
+    longest = 2 * math.pi * base ** ((d - 2) / d)
+    claim_assert(abs(lam.min().item() - 2 * math.pi) <= 4 * EPS64 * 2 * math.pi, "shortest period is not 2 pi", d=d)
+    claim_assert(abs(lam.max().item() - longest) <= 16 * EPS64 * longest, "longest period is not 2 pi b^{(d-2)/d}",
+                 d=d, base=base)
+
+
+@pytest.mark.claim("rope.index-rope-base-adapt-to-target-length")
+@given(d=even_head_dims(4, 256), b1=rope_bases(), b2=rope_bases())
+def test_longest_period_grows_with_the_base(d, b1, b2):
+    lo, hi = sorted((b1, b2))
+    w_lo, w_hi = (wavelengths(rope_frequencies(d, b)).max().item() for b in (lo, hi))
+    claim_assert(w_lo <= w_hi * (1 + 16 * EPS64), "a larger base gives a shorter longest period", d=d, b=(lo, hi))
+
+
+# --- the frequency "loss" (foundations:461-465) ---------------------------------------------------------------
+
+def _frequency_loss(q: torch.Tensor, k: torch.Tensor, theta: torch.Tensor, theta_star: torch.Tensor,
+                    offsets: torch.Tensor) -> float:
+    """L = mean over offsets n - m of (<q, R_Theta(n-m) k> - <q, R_Theta*(n-m) k>)^2 (line 463)."""
+    diffs = [q @ (rotation_matrix(o, theta) - rotation_matrix(o, theta_star)) @ k for o in offsets]
+    return torch.stack(diffs).pow(2).mean().item()
+
+
+@pytest.mark.claim("rope.frequency-loss-objective", "rope.frequency-optimum-proportional-tmax-power")
+@given(d=even_head_dims(2, 8), data=st.data())
+def test_frequency_loss_is_nonnegative_and_zero_exactly_at_the_reference(d, data):
+    q, k = data.draw(vectors(d, 2.0), label="q"), data.draw(vectors(d, 2.0), label="k")
+    theta_star = data.draw(frequency_vectors(d // 2), label="theta_star")
+    theta = data.draw(frequency_vectors(d // 2), label="theta")
+    offsets = torch.arange(-16, 17, dtype=torch.float64)
+    at_star, elsewhere = _frequency_loss(q, k, theta_star, theta_star, offsets), _frequency_loss(q, k, theta, theta_star, offsets)
+    claim_assert(at_star == 0.0, "L(Theta*) != 0", theta_star=theta_star)
+    claim_assert(elsewhere >= at_star, "L(Theta) < L(Theta*): the reference is not a minimiser", theta=theta)
+
+
+@pytest.mark.claim("rope.frequency-optimum-proportional-tmax-power")
+@refutes(reason="two planes (d_k = 4) is the smallest head with a frequency ratio; L(c T^{-2i/d}) = 0 would need "
+                "c = 1 + 2 pi j and c / 64 = 0.01 + 2 pi l (offsets are integers), i.e. 0.36 = 2 pi (64 l - j): "
+                "impossible as pi is irrational, so the tested c (the two matching ones and a log grid) stand for all")
+def test_minimiser_of_the_frequency_loss_is_proportional_to_t_max_power():
+    d_k, t_max = 4, 4096
+    theta_star = rope_frequencies(d_k, 1e4)  # the reference: (1, 0.01)
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(d_k, dtype=torch.float64, generator=g), torch.randn(d_k, dtype=torch.float64, generator=g)
+    offsets = torch.arange(-64, 65, dtype=torch.float64)
+    shape = t_max ** (-2 * torch.arange(d_k // 2, dtype=torch.float64) / d_k)  # T_max^{-2i/d_k} = (1, 1/64)
+    cs = [1.0, 0.64] + torch.logspace(-2, 1, 31, dtype=torch.float64).tolist()
+    losses = {c: _frequency_loss(q, k, c * shape, theta_star, offsets) for c in cs}
+    best = min(losses, key=losses.get)
+    record("min over c of L(c T^{-2i/d}) vs L(Theta*)", [losses[best], 0.0])
+    claim_assert(losses[best] <= 1e-20, "no schedule proportional to T_max^{-2i/d_k} minimises L (L(Theta*) = 0)",
+                 best_c=best, loss_at_best_c=losses[best], loss_at_reference=0.0, t_max=t_max)
+
+
+# --- NTK-aware (foundations:497) ------------------------------------------------------------------------------
+
+@pytest.mark.claim("rope.variant-ntk-aware-frequency")
+@refutes(reason="d_k = 4, alpha = 2: the smallest head for which d_k/(d_k - 2) is defined, and an integer scale")
+def test_printed_ntk_formula_is_a_change_of_base():
+    d_k, b, alpha = 4, 1e4, 2.0
+    printed = [b ** (-2 * i / d_k) * alpha ** (d_k / (d_k - 2)) for i in range(d_k // 2)]  # line 497
+    scaled_base = ntk_aware(d_k, b, alpha).tolist()  # (b alpha^{d/(d-2)})^{-2i/d}
+    claim_assert(all(abs(p - s) <= 1e-12 * s for p, s in zip(printed, scaled_base)),
+                 "b^{-2i/d} alpha^{d/(d-2)} is not the frequency table of any scaled base (theta_0 != 1)",
+                 printed=printed, ntk_aware=scaled_base)
+
+
+@pytest.mark.claim("rope.variant-ntk-aware-frequency")
+def test_ntk_aware_keeps_the_highest_and_divides_the_lowest_frequency_symbolically():
+    b, s, d = sp.symbols("b s d", positive=True)
+    i = sp.Symbol("i", nonnegative=True)
+    theta_new = (b * s ** (d / (d - 2))) ** (-2 * i / d)
+
+    def log_equal(x, y) -> bool:  # compare positive expressions through their logarithms
+        return sp.simplify(sp.expand_log(sp.log(x) - sp.log(y), force=True)) == 0
+
+    claim_assert(log_equal(theta_new, b ** (-2 * i / d) * s ** (-2 * i / (d - 2))),
+                 "(b s^{d/(d-2)})^{-2i/d} != b^{-2i/d} s^{-2i/(d-2)}")
+    claim_assert(theta_new.subs(i, 0) == 1, "theta'_0 != theta_0 = 1")
+    claim_assert(log_equal(theta_new.subs(i, (d - 2) / 2), b ** (-(d - 2) / d) / s),
+                 "theta'_{d/2-1} != theta_{d/2-1} / s")
+
+
+@pytest.mark.claim("rope.variant-ntk-aware-frequency")
+@given(d=even_head_dims(4, 256), base=rope_bases(), s=extension_scales())
+def test_ntk_aware_is_the_transformers_formula_and_interpolates_only_the_low_end(d, base, s):
+    new, old = ntk_aware(d, base, s), rope_frequencies(d, base)
+    hf = 1.0 / ((base * s ** (d / (d - 2))) ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    claim_assert(_rel_close(new, hf, 16), "differs from base * factor**(dim/(dim-2))", d=d, s=s)
+    claim_assert(new[0].item() == old[0].item() == 1.0, "the highest frequency moved", d=d, s=s)
+    claim_assert(abs(new[-1].item() * s / old[-1].item() - 1) <= 64 * EPS64 * math.log(base * s),
+                 "the lowest frequency is not divided by s", d=d, s=s)
+    claim_assert(bool(((new <= old * (1 + 8 * EPS64)) & (new >= old / s * (1 - 8 * EPS64))).all()),
+                 "some frequency is not between theta/s and theta", d=d, s=s)
+
+
+# --- YaRN (foundations:498) -----------------------------------------------------------------------------------
+
+@pytest.mark.claim("rope.variant-yarn-piecewise")
+@refutes(reason="LLaMA-2's setting (d = 128, b = 10^4, L = 4096) with s = 2: the highest-frequency plane, which the "
+                "printed table says is interpolated linearly")
+def test_yarn_interpolates_high_frequencies_linearly():
+    d, base, length, s = 128, 1e4, 4096, 2.0
+    theta, new = rope_frequencies(d, base), yarn(d, base, s, length)
+    claim_assert(abs(new[0] - theta[0] / s) <= 1e-12, "the highest-frequency plane is not linearly interpolated "
+                 "(theta/s): YaRN leaves it unchanged", theta_0=theta[0], yarn_theta_0=new[0], s=s,
+                 rotations_in_L=length / (2 * math.pi / theta[0].item()))
+
+
+@pytest.mark.claim("rope.variant-yarn-piecewise")
+@given(d=even_head_dims(4, 256), base=rope_bases(), s=extension_scales(), length=st.integers(64, 2**17))
+def test_yarn_extrapolates_high_and_interpolates_low_frequencies(d, base, s, length):
+    theta, new = rope_frequencies(d, base), yarn(d, base, s, length)
+    r = length * theta / (2 * math.pi)  # rotations of each plane within the original context L
+    high, low, ramp = r > 32, r < 1, (r >= 1) & (r <= 32)
+    claim_assert(bool((new[high] == theta[high]).all()), "a plane with more than beta = 32 turns in L was changed",
+                 d=d, s=s, length=length)
+    claim_assert(_rel_close(new[low], theta[low] / s, 4), "a plane with less than one turn in L is not theta/s",
+                 d=d, s=s, length=length)
+    claim_assert(bool(((new[ramp] <= theta[ramp] * (1 + 4 * EPS64)) & (new[ramp] >= theta[ramp] / s * (1 - 4 * EPS64))).all()),
+                 "a ramp plane is outside [theta/s, theta]", d=d, s=s, length=length)
+
+
+@pytest.mark.claim("long-context.yarn-purpose-long-context", "long-context.index-pi-yarn-extend-context")
+@given(d=even_head_dims(4, 128), base=rope_bases(), s=extension_scales(), length=st.integers(64, 2**15))
+def test_pi_and_yarn_keep_extended_positions_within_the_trained_angle_range(d, base, s, length):
+    theta = rope_frequencies(d, base)
+    extended = s * length  # L' = s L
+    pi_max = (extended - 1) * position_interpolation(theta, s)
+    # positions 0 .. sL - 1 are squeezed into [0, L): every angle stays below L theta (trained: up to (L - 1) theta)
+    claim_assert(bool((pi_max < length * theta * (1 + 8 * EPS64)).all()),
+                 "PI sends a position < sL past the trained range [0, L)", d=d, s=s, length=length)
+    new = yarn(d, base, s, length)
+    low = length * theta / (2 * math.pi) < 1  # planes that do not complete a turn within L: YaRN interpolates them
+    claim_assert(bool(((extended - 1) * new[low] < length * theta[low] * (1 + 8 * EPS64)).all()),
+                 "a YaRN-interpolated plane leaves the trained angle range", d=d, s=s)

@@ -1,0 +1,145 @@
+"""report/index.html as text: self-contained, every claim present, values shown readably, plots inline.
+
+The page's behaviour in a real browser is tested in test_html_browser.py.
+"""
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from claimcheck import html, report
+from claimcheck.asv_results import load_asv_results
+from claimcheck.registry import load_registry
+from claimcheck.sources import load_sources
+
+
+@pytest.fixture
+def data(tiny_project):
+    results = json.loads(tiny_project.results_path.read_text())
+    return report.build(load_registry(tiny_project.root / "claims.yaml"), load_sources(tiny_project.root), results,
+                        load_asv_results(tiny_project.root))
+
+
+@pytest.fixture
+def page(data):
+    return html.render(data)
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes; ids checked for uniqueness."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def elements(page: str) -> list[tuple[str, dict]]:
+    parser = Elements()
+    parser.feed(page)
+    return parser.tags
+
+
+def panel(page: str, cid: str) -> str:
+    start = page.index(f'<article class="claim" id="claim-{cid}"')
+    return page[start:page.index("</article>", start)]
+
+
+def test_page_fetches_nothing_from_the_network(page):
+    assert 'http-equiv="Content-Security-Policy"' in page and "default-src 'none'" in page
+    for tag, attrs in elements(page):
+        for name in ("src", "href", "action", "data"):
+            value = attrs.get(name) or ""
+            assert not re.match(r"^(https?:)?//", value), f"<{tag} {name}={value!r}> fetches from the network"
+        assert not (tag == "link" and attrs.get("rel") == "stylesheet"), "style sheets must be inline"
+        assert not (tag == "script" and "src" in attrs), "scripts must be inline"
+
+
+def test_every_claim_has_a_row_and_a_panel_and_every_link_resolves(page, data):
+    tags = elements(page)
+    html_ids = {a["id"] for t, a in tags if "id" in a}
+    for c in data["claims"]:
+        assert f"row-{c['id']}" in html_ids and f"claim-{c['id']}" in html_ids
+    for t, a in tags:
+        href = a.get("href") or ""
+        if t == "a" and href.startswith("#"):
+            assert href[1:] in html_ids, f"link to a missing target {href}"
+    page_ids = [a["id"] for _, a in tags if a.get("id", "").startswith(("row-", "claim-", "f-"))]
+    assert len(page_ids) == len(set(page_ids))
+
+
+def test_panel_shows_quote_beside_statement_verdict_status_and_why(page):
+    p = panel(page, "spectral.eigenvalues-positive")
+    assert '<blockquote lang="zh">正实部</blockquote>' in p
+    assert "Every eigenvalue of a softmax attention matrix has a non-negative real part." in p
+    assert 'badge v-fails">fails' in p and 'badge s-refuted">refuted' in p
+    assert "<b>Why:</b> counterexample found; correction held (1 property)" in p
+    assert "Correction" in p and "unit disc" in p
+
+
+def test_counterexample_matrix_is_a_table_with_its_eigenvalues(page):
+    p = panel(page, "spectral.eigenvalues-positive")
+    assert '<table class="matrix">' in p and "2 x 2" in p
+    assert "eigenvalues (computed for this report): 1, -1" in p
+    assert "an eigenvalue has a negative real part" in p and "shrunk by Hypothesis" in p
+    assert "Falsifying example" in p
+
+
+def test_evidence_outcomes_show_hypothesis_example_counts_and_what_did_not_run(page):
+    p = panel(page, "spectral.eigenvalues-positive")
+    assert "test_eigenvalues_have_nonnegative_real_part" in p and '<td class="num">12</td>' in p
+    gap = panel(page, "spectral.gap-bound")
+    assert "test_gap_in_range" in gap and "did not run" in gap
+    assert 'id="partial"' in page and "1 piece(s) of evidence did not run" in page
+
+
+def test_error_ratio_and_scaling_figures_are_plotted_inline(page):
+    flash = panel(page, "flash-attention.exact")
+    assert flash.count("<svg") == 2  # the error-ratio distributions and the benchmark
+    assert "backend=tiled,dtype=float32,mask=none,out" in flash and "max_abs_error" in flash
+    scaling = panel(page, "complexity.quadratic-time")
+    assert scaling.count("<svg") == 1 and "slope 2 [1.98, 2.02]" in scaling
+
+
+def test_benchmark_results_are_shown_under_their_claim(page):
+    flash = panel(page, "flash-attention.exact")
+    assert "Benchmarks (asv)" in flash and "cpu-box" in flash and "commit bbbb2222" in flash
+    assert "90 µs" in flash and "failed" in flash
+
+
+def test_claims_link_to_the_claims_they_rest_on_with_status_propagated(page):
+    gap = panel(page, "spectral.gap-bound")
+    assert 'Rests on refuted claim(s): <a href="#claim-spectral.eigenvalues-positive">' in gap
+    assert '<a href="#claim-spectral.trace-is-n">spectral.trace-is-n</a>' in gap
+    row = page[page.index('<tr id="row-spectral.gap-bound"'):]
+    assert 'title="rests on a refuted claim"' in row[:row.index("</tr>")]
+
+
+def test_summary_counts_and_coverage(page):
+    assert "<b>5</b> of 7 claims decided" in page and "<b>1</b> open" in page
+    assert 'id="coverage"' in page and "2.1 基本谱定理" in page
+    assert '<option value="spectral">spectral</option>' in page
+
+
+def test_text_from_the_registry_is_escaped(tiny_project, data):
+    data["claims"][0]["statement"] = "a <script>alert(1)</script> & b"
+    page = html.render(data)
+    assert "<script>alert(1)</script>" not in page
+    assert "a &lt;script&gt;alert(1)&lt;/script&gt; &amp; b" in page
+
+
+@pytest.mark.parametrize("value, expected", [
+    ([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], "singular values (computed for this report)"),
+    ([[[1, 2], [3, 4]], [[5, 6], [7, 8]]], "shape 2 x 2 x 2"),
+    ([0.1, 0.2, 0.30000000000000004], "[0.1, 0.2, 0.30000000000000004]"),
+    ({"q": [1.0, 0.0]}, "<dt>q</dt>"),
+    ("not a number", "<code>not a number</code>"),
+    ([[0.0, 1.0], [-1.0, 0.0]], "eigenvalues (computed for this report): 0 + 1i, 0 - 1i"),
+])
+def test_values_are_shown_readably(value, expected):
+    assert expected in html._value_html(value)

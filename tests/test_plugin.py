@@ -1,0 +1,175 @@
+"""The pytest plugin: per-claim statuses, correct and identical with and without pytest-xdist."""
+import json
+import textwrap
+
+import pytest
+
+REGISTRY = """
+- {id: t.holds, source: foundations, line: 85, quote: 'max (x)', statement: a property that holds here., topic: softmax, kind: identity, verdict: holds, evidence: [properties/test_claims.py::test_holds, properties/test_claims.py::test_holds_too]}
+- {id: t.refuted, source: foundations, line: 85, quote: 'max (x)', statement: every integer is below 100 here., topic: softmax, kind: inequality, verdict: fails, correction: not every integer is below 100., evidence: [properties/test_claims.py::test_search_refutes, properties/test_claims.py::test_correction]}
+- {id: t.constructed, source: foundations, line: 85, quote: 'max (x)', statement: two plus two is five here., topic: softmax, kind: count, verdict: fails, correction: two plus two is four., evidence: [properties/test_claims.py::test_constructed_refutation]}
+- {id: t.mismatch, source: foundations, line: 85, quote: 'max (x)', statement: recorded holds but false here., topic: softmax, kind: identity, verdict: holds, evidence: [properties/test_claims.py::test_property_fails]}
+- {id: t.no-counterexample, source: foundations, line: 85, quote: 'max (x)', statement: recorded fails but true here., topic: softmax, kind: identity, verdict: fails, correction: it is true., evidence: [properties/test_claims.py::test_refutation_finds_nothing]}
+- {id: t.crash, source: foundations, line: 85, quote: 'max (x)', statement: evidence that crashes here., topic: softmax, kind: identity, verdict: fails, correction: unknown here., evidence: [properties/test_claims.py::test_refutation_crashes]}
+- {id: t.skipped, source: foundations, line: 85, quote: 'max (x)', statement: evidence that is skipped here., topic: softmax, kind: identity, verdict: holds, evidence: [properties/test_claims.py::test_skipped]}
+- {id: t.untested, source: foundations, line: 85, quote: 'max (x)', statement: evidence that was deselected here., topic: softmax, kind: identity, verdict: holds, evidence: [properties/test_other.py::test_not_run]}
+- {id: t.open, source: foundations, line: 85, quote: 'max (x)', statement: not decided yet here., topic: softmax, kind: identity, verdict: open}
+- {id: t.repeat, source: foundations, line: 85, quote: 'max (x)', statement: the first claim again elsewhere., topic: softmax, kind: identity, verdict: holds, same_as: t.holds}
+- {id: t.unverifiable, source: foundations, line: 85, quote: 'max (x)', statement: needs a pretrained model here., topic: softmax, kind: citation, verdict: unverifiable, reason: needs weights that are not available offline.}
+"""
+
+TESTS = """
+import pytest
+from hypothesis import given, settings, strategies as st
+from claimcheck import claim_assert, record, refutes
+
+@pytest.mark.claim("t.holds")
+@given(st.integers())
+def test_holds(x):
+    record("square", x * x)
+    claim_assert(x * x >= 0, "squares are non-negative", x=x)
+
+@pytest.mark.claim("t.holds")
+def test_holds_too():
+    assert True
+
+@pytest.mark.claim("t.refuted")
+@refutes()
+@given(st.integers())
+def test_search_refutes(x):
+    claim_assert(x < 100, "an integer is not below 100", x=x)
+
+@pytest.mark.claim("t.refuted")
+def test_correction():
+    claim_assert(not all(x < 100 for x in range(101)), "the correction fails")
+
+@pytest.mark.claim("t.constructed")
+@refutes(reason="the smallest operands of the statement itself")
+def test_constructed_refutation():
+    claim_assert(2 + 2 == 5, "two plus two is not five", left=2, right=2, total=4)
+
+@pytest.mark.claim("t.mismatch")
+@given(st.integers(0, 10))
+def test_property_fails(x):
+    claim_assert(x < 5, "x is not below 5", x=x)
+
+@pytest.mark.claim("t.no-counterexample")
+@refutes()
+@given(st.integers(0, 10))
+def test_refutation_finds_nothing(x):
+    claim_assert(x >= 0, "negative", x=x)
+
+@pytest.mark.claim("t.crash")
+@refutes()
+@given(st.integers())
+def test_refutation_crashes(x):
+    raise TypeError("the evidence itself is broken")
+
+@pytest.mark.claim("t.skipped")
+def test_skipped():
+    pytest.skip("needs CUDA")
+"""
+
+CONFTEST = """
+from hypothesis import settings
+settings.register_profile("t", derandomize=True, deadline=None, database=None, max_examples=30)
+settings.load_profile("t")
+"""
+
+
+@pytest.fixture
+def mini(pytester):
+    pytester.makefile(".yaml", claims=textwrap.dedent(REGISTRY))
+    pytester.mkpydir("properties")
+    (pytester.path / "properties" / "conftest.py").write_text(textwrap.dedent(CONFTEST))
+    (pytester.path / "properties" / "test_claims.py").write_text(textwrap.dedent(TESTS))
+    (pytester.path / "properties" / "test_other.py").write_text(
+        'import pytest\n\n@pytest.mark.claim("t.untested")\ndef test_not_run():\n    pass\n')
+    return pytester
+
+
+def _run(pytester, *args):
+    result = pytester.runpytest_subprocess("properties/test_claims.py", "-p", "no:cacheprovider", *args)
+    data = json.loads((pytester.path / "results" / "claims-results.json").read_text())
+    return result, data
+
+
+def _statuses(data):
+    return {row["id"]: row["status"] for row in data["claims"]}
+
+
+def test_statuses_of_every_kind_of_outcome(mini):
+    result, data = _run(mini, "-n", "0")
+    assert _statuses(data) == {
+        "t.holds": "verified",
+        "t.refuted": "refuted",
+        "t.constructed": "refuted",
+        "t.mismatch": "mismatch",
+        "t.no-counterexample": "mismatch",
+        "t.crash": "error",
+        "t.skipped": "skipped",
+        "t.untested": "untested",
+        "t.open": "open",
+        "t.unverifiable": "unverifiable",
+        "t.repeat": "verified",
+    }
+    assert result.ret == 1  # mismatches and errors fail the run
+    result.stdout.fnmatch_lines(["*claims: 2 verified, 2 refuted, 1 unverifiable, 1 open, 2 mismatch, 1 error, "
+                                 "1 skipped, 1 untested*"])
+
+
+def test_counterexamples_and_figures_are_recorded(mini):
+    _, data = _run(mini, "-n", "0")
+    rows = {row["id"]: row for row in data["claims"]}
+    searched = rows["t.refuted"]["counterexample"]
+    assert searched["how"] == "shrunk by Hypothesis" and searched["values"] == {"x": 100}
+    assert "x=100" in searched["hypothesis"]
+    built = rows["t.constructed"]["counterexample"]
+    assert built["how"] == "constructed" and built["values"] == {"left": 2, "right": 2, "total": 4}
+    assert built["reason"] == "the smallest operands of the statement itself"
+    assert rows["t.repeat"]["detail"].startswith("same as t.holds: ")
+    assert "skipped" in rows["t.skipped"]["status"] and rows["t.skipped"]["detail"] == "needs CUDA"
+    assert "crashed" in rows["t.crash"]["detail"] and "TypeError" in rows["t.crash"]["detail"]
+    tests = {t["nodeid"]: t for t in data["tests"]}
+    holds = tests["properties/test_claims.py::test_holds"]
+    assert holds["examples"] >= 30 and holds["figures"] and holds["figures"][0]["name"] == "square"
+
+
+def _comparable(data):
+    """Per-claim rows and per-test outcomes, without timings and raw traceback text (whose framing
+    differs when a report crosses from an xdist worker)."""
+    tests = [{k: v for k, v in t.items() if k not in ("seconds", "message")} for t in data["tests"]]
+    claims = [{**row, "counterexample": {k: v for k, v in (row["counterexample"] or {}).items() if k != "detail"}}
+              for row in data["claims"]]
+    return claims, tests
+
+
+def test_xdist_gives_the_same_per_claim_results_as_a_single_process(mini):
+    _, serial = _run(mini, "-n", "0")
+    _, parallel = _run(mini, "-n", "2")
+    assert parallel["meta"]["workers"] == 2
+    assert _comparable(serial) == _comparable(parallel)
+    # every test outcome arrives exactly once
+    nodeids = [t["nodeid"] for t in parallel["tests"]]
+    assert len(nodeids) == len(set(nodeids)) == 9
+
+
+def test_a_run_without_claim_evidence_leaves_results_alone(pytester):
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == 0
+    assert not (pytester.path / "results").exists()
+    assert "claims:" not in result.stdout.str()
+
+
+def test_a_passing_refutation_of_a_holds_claim_is_a_mismatch(pytester):
+    pytester.makefile(".yaml", claims=textwrap.dedent("""
+        - {id: t.h, source: foundations, line: 85, quote: 'max', statement: recorded as holding here., topic: softmax, kind: identity, verdict: holds, evidence: [properties/test_h.py::test_h]}
+    """))
+    pytester.mkpydir("properties")
+    (pytester.path / "properties" / "test_h.py").write_text(
+        "import pytest\nfrom claimcheck import claim_assert, refutes\n\n"
+        '@pytest.mark.claim("t.h")\n@refutes(reason="constructed")\ndef test_h():\n    claim_assert(False, "violated")\n')
+    result = pytester.runpytest_subprocess("properties/", "-p", "no:cacheprovider")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["MISMATCH t.h: recorded holds, but *found a counterexample*"])
