@@ -1,0 +1,253 @@
+"""One registry of attention backends, each declaring what it supports.
+
+Every backend is a function with the contract of :func:`impl.attention.attention`::
+
+    fn(q, k, v, scale=None, mask=None) -> out
+    q (B, H_q, n_q, d_k), k (B, H_kv, n_k, d_k), v (B, H_kv, n_k, d_v) -> (B, H_q, n_q, d_v)
+
+and a :class:`Backend` entry saying, per device type, which dtypes and mask features it
+supports and whether it has a backward pass; whether it supports grouped-query attention
+(``H_kv < H_q``); and which head dimensions. :func:`available` and :func:`supports` answer
+"can this run here?" with a reason, so that a test or a benchmark skips visibly.
+
+Mask features (:attr:`impl.attention.Mask.features`): ``causal-top-left``,
+``causal-bottom-right``, ``key-padding``, ``additive``.
+
+Backends: ``reference`` (plain torch), ``tiled`` (the FlashAttention algorithm in plain torch,
+16 x 16 tiles), ``sdpa-math`` / ``sdpa-flash`` / ``sdpa-efficient`` / ``sdpa-cudnn``
+(``torch.nn.functional.scaled_dot_product_attention`` pinned to one kernel), ``flex``
+(FlexAttention, compiled once per process), ``triton`` (our kernel, :mod:`impl.triton_attention`),
+``flash-attn`` (the flash-attn package, optional).
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import torch
+import torch.nn.functional as F
+
+from impl.attention import Mask, attention, check_attention_inputs, default_scale, mask_bias
+from impl.tiled_attention import flash_attention
+
+if importlib.util.find_spec("triton") is not None:  # import it now: without CUDA it must set
+    from impl import triton_attention  # noqa: F401  TRITON_INTERPRET=1 before torch.compile imports triton
+
+ALL_MASKS = frozenset({"causal-top-left", "causal-bottom-right", "key-padding", "additive"})
+F32_16 = frozenset({torch.float32, torch.float16, torch.bfloat16})
+ALL_DTYPES = F32_16 | {torch.float64}
+
+
+@dataclass(frozen=True)
+class Support:
+    """What a backend supports on one device type."""
+
+    dtypes: frozenset
+    masks: frozenset = ALL_MASKS
+    backward: bool = True
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A named attention function and its declared capabilities (pure data)."""
+
+    name: str
+    fn: Callable
+    devices: Mapping[str, Support]
+    gqa: bool = True
+    head_dims: tuple[int, int] = (1, 1 << 16)
+    equal_head_dims: bool = False  # needs d_v = d_k
+    requires: Callable[[], str | None] = lambda: None  # a reason it cannot run here, or None
+    fully_masked: str | None = "zero"  # a row with no allowed key gives: "zero", "nan", None = not declared
+    doc: str = ""
+
+
+# ---- adapters ---------------------------------------------------------------------------------------
+
+
+def _tiled(q, k, v, scale=None, mask=None):
+    return flash_attention(q, k, v, scale, mask, block_m=16, block_n=16)
+
+
+def _sdpa_mask(q: torch.Tensor, k: torch.Tensor, mask: Mask | None) -> tuple[torch.Tensor | None, bool]:
+    """``(attn_mask, is_causal)`` for SDPA: ``is_causal`` is top-left aligned, anything else a mask tensor."""
+    features = mask.features if mask is not None else frozenset()
+    if not features:
+        return None, False
+    if features == {"causal-top-left"}:
+        return None, True
+    bias = mask_bias(mask, q.shape[-2], k.shape[-2], q.dtype, q.device)
+    if "additive" not in features:
+        return bias == 0, False  # boolean: True = attend
+    return bias, False
+
+
+def _sdpa(kernel_name: str) -> Callable:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    kernel = getattr(SDPBackend, kernel_name)
+
+    def fn(q, k, v, scale=None, mask=None):
+        group = check_attention_inputs(q, k, v, mask)
+        attn_mask, is_causal = _sdpa_mask(q, k, mask)
+        with sdpa_kernel(kernel):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale,
+                                                  enable_gqa=group > 1)
+
+    fn.__name__ = f"sdpa_{kernel_name.lower()}"
+    return fn
+
+
+@functools.cache
+def compiled_flex_attention() -> Callable:
+    """``torch.compile(flex_attention)``, built once per process (shapes static: one graph per shape)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def _flex(q, k, v, scale=None, mask=None):
+    """FlexAttention: causal and key padding as one ``mask_mod`` (block mask), a bias as a ``score_mod``.
+
+    The mask_mod reads its parameters from tensors, so every combination of causal alignment and
+    key padding is the same compiled graph.
+    """
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    group = check_attention_inputs(q, k, v, mask)
+    mask = mask or Mask()
+    b, _, n_q, _ = q.shape
+    n_k = k.shape[-2]
+    dev = q.device
+    causal = torch.tensor(mask.causal is not None, device=dev)
+    offset = torch.tensor(n_k - n_q if mask.causal == "bottom-right" else 0, device=dev)
+    keep = mask.key_padding if mask.key_padding is not None else torch.ones(b, n_k, dtype=torch.bool, device=dev)
+
+    def mask_mod(bi, hi, qi, ki):
+        return keep[bi, ki] & (~causal | (ki <= qi + offset))
+
+    block_mask = create_block_mask(mask_mod, b, None, n_q, n_k, device=dev.type)
+    score_mod = None
+    if mask.bias is not None:
+        bias = mask.bias.to(q.dtype).expand(q.shape[:-1] + (n_k,))
+
+        def score_mod(score, bi, hi, qi, ki):
+            return score + bias[bi, hi, qi, ki]
+
+    return compiled_flex_attention()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                                     enable_gqa=group > 1)
+
+
+def _triton(q, k, v, scale=None, mask=None):
+    from impl.triton_attention import triton_attention
+
+    features = mask.features if mask is not None else frozenset()
+    if features - {"causal-top-left", "causal-bottom-right"}:
+        raise ValueError(f"triton supports causal masks only, not {sorted(features)}")
+    return triton_attention(q, k, v, scale, causal=mask.causal if mask is not None else None)
+
+
+def _flash_attn(q, k, v, scale=None, mask=None):
+    from flash_attn import flash_attn_func  # layout (B, n, H, d); causal is bottom-right aligned (>= 2.1)
+
+    features = mask.features if mask is not None else frozenset()
+    if features - {"causal-bottom-right"}:
+        raise ValueError(f"flash-attn supports the bottom-right causal mask only, not {sorted(features)}")
+    out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                          softmax_scale=default_scale(q.shape[-1]) if scale is None else scale,
+                          causal=bool(features))
+    return out.transpose(1, 2)
+
+
+def _needs_module(module: str, extra: str) -> Callable[[], str | None]:
+    def check() -> str | None:
+        if importlib.util.find_spec(module) is None:
+            return f"the {module} package is not installed ({extra})"
+        return None
+
+    return check
+
+
+def _triton_requires() -> str | None:
+    missing = _needs_module("triton", "pip install 'transformer-claims[triton]'")()
+    if missing:
+        return missing
+    from impl import triton_attention
+
+    if not torch.cuda.is_available() and not triton_attention.INTERPRET:
+        return triton_attention.INTERPRETER_PROBLEM or "no CUDA and TRITON_INTERPRET=0: the kernels cannot run"
+    return None
+
+
+# ---- the registry -----------------------------------------------------------------------------------
+
+_CUDA_16 = frozenset({torch.float16, torch.bfloat16})
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in [
+    Backend("reference", attention, {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)}, fully_masked="nan",
+            doc="impl.attention.attention: softmax(q k^T s + bias) v in plain torch"),
+    Backend("tiled", _tiled, {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)},
+            doc="impl.tiled_attention.flash_attention with 16 x 16 tiles"),
+    Backend("sdpa-math", _sdpa("MATH"), {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)},
+            doc="SDPA, math kernel"),
+    Backend("sdpa-flash", _sdpa("FLASH_ATTENTION"),
+            {"cpu": Support(ALL_DTYPES),  # the CPU flash kernel takes attn_mask and float64
+             "cuda": Support(_CUDA_16, masks=frozenset({"causal-top-left"}))},
+            head_dims=(1, 256), equal_head_dims=True, doc="SDPA, FlashAttention-2 kernel"),
+    Backend("sdpa-efficient", _sdpa("EFFICIENT_ATTENTION"),
+            {"cuda": Support(F32_16)}, fully_masked=None, doc="SDPA, memory-efficient (xFormers) kernel; CUDA only"),
+    Backend("sdpa-cudnn", _sdpa("CUDNN_ATTENTION"),
+            {"cuda": Support(_CUDA_16, masks=frozenset({"causal-top-left", "additive", "key-padding"}))},
+            head_dims=(8, 128), fully_masked=None, doc="SDPA, cuDNN kernel; CUDA only"),
+    Backend("flex", _flex,
+            {"cpu": Support(F32_16, backward=False),  # inductor CPU: inference only
+             "cuda": Support(ALL_DTYPES)},
+            doc="FlexAttention (torch.compile, one compiled function per process)"),
+    Backend("triton", _triton,
+            {"cpu": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right"})),
+             "cuda": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right"}))},
+            head_dims=(16, 128), equal_head_dims=True, requires=_triton_requires,
+            doc="impl.triton_attention (our kernel); on CPU under TRITON_INTERPRET=1, correctness only"),
+    Backend("flash-attn", _flash_attn, {"cuda": Support(_CUDA_16, masks=frozenset({"causal-bottom-right"}))},
+            head_dims=(1, 256), equal_head_dims=True, requires=_needs_module("flash_attn", "pip install 'transformer-claims[gpu]'"),
+            doc="flash_attn.flash_attn_func (optional package)"),
+]}
+
+
+def available(backend: Backend, device: str, dtype: torch.dtype) -> tuple[bool, str]:
+    """Can ``backend`` run on ``device`` (a device type: ``cpu``, ``cuda``) in ``dtype`` here?"""
+    support = backend.devices.get(device)
+    if support is None:
+        return False, f"{backend.name} does not run on {device} (runs on: {', '.join(backend.devices)})"
+    if device == "cuda" and not torch.cuda.is_available():
+        return False, f"{backend.name} needs CUDA; this machine has none"
+    if dtype not in support.dtypes:
+        names = ", ".join(sorted(str(d).removeprefix("torch.") for d in support.dtypes))
+        return False, f"{backend.name} on {device} supports {names}, not {str(dtype).removeprefix('torch.')}"
+    reason = backend.requires()
+    if reason:
+        return False, f"{backend.name}: {reason}"
+    return True, ""
+
+
+def supports(backend: Backend, device: str, mask_features: frozenset = frozenset(), gqa: bool = False,
+             backward: bool = False, head_dim: int | None = None, value_dim: int | None = None) -> tuple[bool, str]:
+    """Does ``backend`` declare support for these mask features, GQA, backward and head dimensions?"""
+    support = backend.devices.get(device)
+    if support is None:
+        return False, f"{backend.name} does not run on {device}"
+    missing = set(mask_features) - support.masks
+    if missing:
+        return False, f"{backend.name} on {device} does not support the mask features {sorted(missing)}"
+    if gqa and not backend.gqa:
+        return False, f"{backend.name} does not support grouped-query attention"
+    if backward and not support.backward:
+        return False, f"{backend.name} has no backward pass on {device}"
+    lo, hi = backend.head_dims
+    if head_dim is not None and not lo <= head_dim <= hi:
+        return False, f"{backend.name} supports head dimensions {lo}..{hi}, not {head_dim}"
+    if backend.equal_head_dims and value_dim is not None and head_dim is not None and value_dim != head_dim:
+        return False, f"{backend.name} needs d_v = d_k, not d_v = {value_dim}, d_k = {head_dim}"
+    return True, ""
