@@ -35,6 +35,8 @@ BACKENDS = ("reference", "tiled", "sdpa-math", "sdpa-flash", "sdpa-efficient", "
             "flex", "triton", "flash-attn")
 #: The backends run on CPU (the others are CUDA-only, or not timed on CPU).
 CPU_BACKENDS = ("reference", "tiled", "sdpa-math", "sdpa-flash", "flex")
+#: The backends whose first call compiles (a benchmark warms them up in setup).
+COMPILED = ("flex", "triton")
 #: Tile size of the ``tiled`` backend in benchmarks (``block_m = block_n``).
 TILED_BLOCK = 128
 

@@ -106,7 +106,7 @@ class Outcome:
     failed: str | None = None  # the error
 
 
-def time_samples(fn: Callable[[], object], sample_time: float = 0.01, max_samples: int = 10,
+def sample_times(fn: Callable[[], object], sample_time: float = 0.01, max_samples: int = 10,
                  budget: float = 0.3) -> tuple[list[float], int]:
     """asv-style timing: ``number`` calls per sample so a sample lasts ``sample_time``, and at
     least two samples, up to ``max_samples`` within ``budget`` seconds. Returns (seconds per call, number)."""
@@ -142,7 +142,7 @@ def run_combo(suite: Suite, combo: tuple) -> dict[str, Outcome]:
         t0 = time.time()
         try:
             if method.startswith("time_"):
-                samples, number = time_samples(lambda: bound(*combo))
+                samples, number = sample_times(lambda: bound(*combo))
                 outcomes[method] = Outcome(statistics.median(samples), samples, number, t0)
             else:
                 outcomes[method] = Outcome(float(bound(*combo)), started_at=t0)

@@ -10,18 +10,23 @@ comparable work. Tracked figures per point: TFLOP/s from the FLOP count of
 :class:`AttentionScaling` measures several n internally and reports the fitted log-log
 exponents (:mod:`benchmarks._fit`) of time and of peak memory in n: evidence for the
 complexity claims (standard attention: time and memory ~ n^2; FlashAttention: time ~ n^2,
-memory ~ n).
+memory ~ n). :class:`LinearAttentionScaling` does the same for the two orders of the product
+of linear attention (:mod:`impl.linear_attention`): ``phi(Q) (phi(K)^T V)`` ~ n,
+``(phi(Q) phi(K)^T) V`` ~ n^2.
 
 CPU classes keep their grids small (``asv run --quick`` in minutes); the ``*Cuda`` classes
 run the same benchmarks on CUDA up to 16k tokens and skip on machines without CUDA.
 """
 import torch
 
-from benchmarks._attention import BACKENDS, CPU_BACKENDS, kernel
-from benchmarks._common import (DTYPES, best_time, peak_bytes, randn, require_device, synchronize,
+from benchmarks._attention import BACKENDS, COMPILED, CPU_BACKENDS, kernel
+from benchmarks._common import (DTYPES, best_time, peak_bytes, randn, require_device, safe_import, synchronize,
                                 synchronized, tensor_bytes)
 from benchmarks._fit import scaling_exponent
 from benchmarks._flops import BACKWARD_PER_FORWARD, attention_flops
+
+with safe_import() as _linear:
+    from impl import linear_attention
 
 
 def _attention_call(backend, device, dtype, causal, backward, shape):
@@ -39,8 +44,12 @@ def _attention_call(backend, device, dtype, causal, backward, shape):
     return call, flops * (1 + BACKWARD_PER_FORWARD), tensor_bytes(q, k, v, d_out)
 
 
-def _warm_up(call, device):
-    """Run ``call`` once (kernel choice, autotuning, compilation); out of memory is a skip."""
+def _warm_up(call, device, backend):
+    """Run ``call`` once where the first call differs (CUDA: lazy initialisation, kernel choice,
+    autotuning; flex and triton: compilation); out of memory is a skip. Eager CPU kernels are
+    not warmed: their first call is like the others, and skipping it halves a quick run."""
+    if device == "cpu" and backend not in COMPILED:
+        return
     try:
         call()
     except torch.cuda.OutOfMemoryError as exc:
@@ -64,7 +73,7 @@ class _Attention:
         shape = (max(1, self.tokens // n), self.model_dim // d, n, d)
         self.call, self.flops, self.input_bytes = _attention_call(
             backend, self.device, dtype, causal, self.backward, shape)
-        _warm_up(self.call, self.device)
+        _warm_up(self.call, self.device, backend)
 
 
 class AttentionForward(_Attention):
@@ -157,7 +166,7 @@ class AttentionScaling:
         """``(call, input_bytes)`` at length n, warmed up."""
         shape = (self.batch, self.heads, n, self.head_dim)
         call, _, input_bytes = _attention_call(self.backend, self.device, self.dtype, False, self.backward, shape)
-        _warm_up(call, self.device)
+        _warm_up(call, self.device, self.backend)
         return call, input_bytes
 
     def _time(self, n):
@@ -182,3 +191,47 @@ class AttentionScalingCuda(AttentionScaling):
 
     def track_peak_memory_exponent(self, backend, pass_):
         return scaling_exponent(self._peak_bytes, self.ns)
+
+
+class LinearAttentionScaling:
+    """Fitted exponents p of ``cost ~ n^p`` for linear attention computed in either order, on CPU.
+
+    One sequence of n tokens, feature dimension d = d_v = 64, float32, features ``elu + 1``
+    computed in setup. ``linear``: ``phi(Q) (phi(K)^T V)`` (the d x d_v state first);
+    ``quadratic-form``: ``(phi(Q) phi(K)^T) V`` (the n x n matrix first); ``normalized``: the
+    linear order divided by ``phi(q_t)^T sum_j phi(k_j)`` (Katharopoulos et al. 2020, eq. 6).
+    At the smallest n the linear order takes well under a millisecond, so call overhead pulls its
+    time exponent below 1.
+    """
+
+    version = "1"
+    params = [["linear", "quadratic-form", "normalized"]]
+    param_names = ["order"]
+    sizes = (1024, 2048, 4096, 8192)
+    head_dim = 64
+
+    def setup(self, order):
+        if _linear.error:
+            raise NotImplementedError(f"impl.linear_attention is not in this commit ({_linear.error})")
+        self.fn = {"linear": linear_attention.linear_attention,
+                   "quadratic-form": linear_attention.quadratic_form_linear_attention,
+                   "normalized": linear_attention.normalized_linear_attention}[order]
+
+    def track_time_exponent(self, order):
+        return scaling_exponent(lambda n: best_time(self._prepare(n)[0], repeat=3), self.sizes)
+
+    def track_peak_memory_exponent(self, order):
+        return scaling_exponent(self._peak_bytes, self.sizes)
+
+    def _prepare(self, n):
+        """``(call, input_bytes)`` at length n."""
+        phi_q, phi_k, v = (randn((n, self.head_dim), torch.float32, "cpu", seed) for seed in range(3))
+        phi_q, phi_k = linear_attention.elu_plus_one(phi_q), linear_attention.elu_plus_one(phi_k)
+        fn = self.fn
+        call = lambda: fn(phi_q, phi_k, v)
+        call()
+        return call, tensor_bytes(phi_q, phi_k, v)
+
+    def _peak_bytes(self, n):
+        call, input_bytes = self._prepare(n)
+        return input_bytes + peak_bytes(call, "cpu")

@@ -73,6 +73,14 @@ def test_registry_check_sees_the_methods_each_class_defines():
             assert f"benchmarks/{suite.module}.py::{suite.cls.__name__}.{method}" in names
 
 
+def test_only_bench_modules_hold_names_asv_would_collect():
+    # asv imports every module of benchmarks/ and runs any time_/track_/... function it finds
+    from claimcheck.collect import benchmarks
+
+    stray = sorted(n for n in benchmarks(ROOT) if not n.startswith("benchmarks/bench_"))
+    assert not stray, f"helpers named like benchmarks (asv would run them): {stray}"
+
+
 def test_cuda_run_without_cuda_exits_with_a_clear_message():
     import torch
 
