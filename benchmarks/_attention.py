@@ -13,7 +13,7 @@ Three adjustments for timing, each made here rather than in the registry:
   every call (it accepts any :class:`impl.attention.Mask`), and ``create_block_mask`` evaluates
   the mask over all ``n_q x n_k`` pairs, an O(n^2) cost that is not FlexAttention's own;
 * ``triton`` is not timed on CPU: ``TRITON_INTERPRET=1`` runs the kernel in Python, a
-  correctness mode.
+  correctness mode; ``tiled`` is timed on CUDA up to n = 4096 (:data:`MAX_LENGTH`).
 
 asv benchmarks the project's history with today's benchmarks: on a commit without
 ``impl.backends`` every attention benchmark skips (the softmax and RoPE ones still run).
@@ -41,6 +41,14 @@ CPU_EAGER_BACKENDS = ("reference", "tiled", "sdpa-math", "sdpa-flash")
 COMPILED = ("flex", "triton")
 #: Tile size of the ``tiled`` backend in benchmarks (``block_m = block_n``).
 TILED_BLOCK = 128
+#: Longest sequence timed per (backend, device): ``tiled`` launches about ten kernels per tile
+#: from Python, so at n = 16384 on CUDA one call takes seconds and a short GPU lease runs out.
+MAX_LENGTH = {("tiled", "cuda"): 4096}
+
+
+def max_length(backend: str, device: str) -> float:
+    """The longest sequence benchmarked for ``backend`` on ``device`` (``inf``: no cap)."""
+    return MAX_LENGTH.get((backend, device), float("inf"))
 
 Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -55,6 +63,8 @@ def kernel(backend: str, device: str, dtype: torch.dtype, causal: bool, backward
         raise NotImplementedError(f"impl.backends is not in this commit ({_registry.error})")
     if backend not in _backends.BACKENDS:
         raise NotImplementedError(f"backend {backend!r} is not in impl.backends.BACKENDS")
+    if shape[2] > max_length(backend, device):
+        raise NotImplementedError(f"{backend} on {device} is benchmarked up to n = {max_length(backend, device)}")
     if device == "cpu" and backend == "triton":
         raise NotImplementedError("triton on CPU runs under TRITON_INTERPRET=1, in Python: not timed")
     entry = _backends.BACKENDS[backend]

@@ -107,7 +107,7 @@ class Outcome:
 
 
 def sample_times(fn: Callable[[], object], sample_time: float = 0.01, max_samples: int = 10,
-                 budget: float = 0.3) -> tuple[list[float], int]:
+                 budget: float = 0.2) -> tuple[list[float], int]:
     """asv-style timing: ``number`` calls per sample so a sample lasts ``sample_time``, and at
     least two samples, up to ``max_samples`` within ``budget`` seconds. Returns (seconds per call, number)."""
     start = time.perf_counter()

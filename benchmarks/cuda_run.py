@@ -2,14 +2,15 @@
 
 For a short GPU lease (see benchmarks/README.md)::
 
-    python benchmarks/cuda_run.py --out "$OUT/asv-results" --commit <sha> --budget 420
+    python benchmarks/cuda_run.py --out "$OUT/asv-results" --commit <sha> --budget 400
 
-runs the points of every benchmark (or of those whose asv name matches ``--bench``) that are on
-the device: the ``*Cuda`` classes, and the ``device="cuda"`` parameter values of the others. It
-runs them in this process, cheapest first and FlexAttention last (each of
-its shapes compiles), starts nothing new after ``--budget`` seconds, and saves asv's files after
-every parameter combination (:mod:`benchmarks._runner`): copy ``<out>/`` into ``.asv/results/``
-and ``asv publish`` shows them, the report reads them. The summary table goes to stdout and to
+runs the points of every benchmark (or of those whose asv name matches ``--bench``) that are
+on the device: the ``*Cuda`` classes, and the ``device="cuda"`` parameter values of the others.
+It runs them in this process, cheapest first and FlexAttention last (each of its shapes
+compiles), starts nothing new after ``--budget`` seconds, interrupts a benchmark still running a
+minute later, and saves asv's files after every parameter combination
+(:mod:`benchmarks._runner`): copy ``<out>/`` into ``.asv/results/`` and ``asv publish`` shows
+them, the report reads them. The summary table goes to stdout and to
 ``<out>/summary-<machine>-<commit>.txt``. Without CUDA it exits with status 2 and says so;
 ``--device cpu`` runs the CPU points instead (to test the script), ``--dry-run`` lists the work.
 Needs torch only (asv is not required).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -30,6 +32,10 @@ if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` and `impl` i
 from benchmarks import _runner  # noqa: E402
 
 EXIT_NO_CUDA = 2
+
+
+class _HardStop(BaseException):
+    """Raised by SIGALRM ``--grace`` seconds after the budget: ends the run (what ran is saved)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,16 +68,27 @@ def main(argv: list[str] | None = None) -> int:
     done: dict[str, dict] = {}  # suite name -> {combo: {method: Outcome}}
     deadline = time.monotonic() + args.budget
     left_out = 0
-    for suite, combo in jobs:
-        if time.monotonic() > deadline:
-            left_out += 1
-            continue
-        outcomes = _runner.run_combo(suite, combo)
-        done.setdefault(suite.name, {})[combo] = outcomes
-        for method in suite.methods:
-            results.record(suite, method, {c: o[method] for c, o in done[suite.name].items()})
-        results.save()
-        _progress(suite, combo, outcomes)
+    signal.signal(signal.SIGALRM, _hard_stop)
+    signal.alarm(max(1, int(args.budget + args.grace)))
+    try:
+        for suite, combo in jobs:
+            if time.monotonic() > deadline:
+                left_out += 1
+                continue
+            outcomes = _runner.run_combo(suite, combo)
+            done.setdefault(suite.name, {})[combo] = outcomes
+            for method in suite.methods:
+                results.record(suite, method, {c: o[method] for c, o in done[suite.name].items()})
+            results.save()
+            _progress(suite, combo, outcomes)
+    except _HardStop:
+        ran = sum(len(v) for v in done.values())
+        left_out = len(jobs) - ran
+        print(f"cuda_run: interrupted {args.grace:.0f} s past the budget; {suite.name}{combo} did not finish",
+              flush=True)
+    finally:
+        signal.alarm(0)
+    results.save()
 
     table = _summary(jobs, done, machine, commit, left_out, args.budget)
     print(table)
@@ -81,13 +98,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _hard_stop(signum, frame) -> None:
+    raise _HardStop()
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(ROOT / ".asv" / "results"), help="asv results directory (default .asv/results)")
     p.add_argument("--commit", help="the commit these files are of (default: git rev-parse HEAD)")
     p.add_argument("--machine", help="asv machine name (default: cuda-<GPU name>, or the host name on CPU)")
-    p.add_argument("--budget", type=float, default=420.0,
-                   help="seconds after which no new benchmark starts (default 420: under 8 minutes in all)")
+    p.add_argument("--budget", type=float, default=400.0,
+                   help="seconds after which no new benchmark starts (default 400: under 8 minutes in all)")
+    p.add_argument("--grace", type=float, default=60.0,
+                   help="seconds past the budget after which a benchmark still running is interrupted (default 60)")
     p.add_argument("--bench", help="regex on asv names module.Class.method (default: all, on --device)")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                    help="cuda (default); cpu runs the CPU points, to test this script without a GPU")

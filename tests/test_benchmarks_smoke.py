@@ -107,3 +107,16 @@ def test_cuda_run_on_cpu_writes_asv_results_and_a_summary(tmp_path):
     assert json.loads((out / "benchmarks.json").read_text())["bench_softmax.Softmax.time_softmax"]["version"] == "1"
     assert (out / "smoke" / "machine.json").exists()
     assert "bench_softmax.Softmax.time_softmax" in (out / "summary-smoke-ffffffff.txt").read_text()
+
+
+def test_cuda_run_interrupts_a_benchmark_running_past_budget_and_grace(tmp_path):
+    # the first AttentionScaling point sweeps the reference up to n = 4096: seconds on any machine
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "cuda_run.py"), "--device", "cpu", "--bench", r"AttentionScaling\.",
+         "--max-combos", "1", "--budget", "0.2", "--grace", "0.5", "--out", str(out), "--machine", "smoke",
+         "--commit", "e" * 40],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "interrupted" in proc.stdout and "not run" in proc.stdout
+    assert list((out / "smoke").glob("eeeeeeee-*.json"))  # the (empty) results file is still written
