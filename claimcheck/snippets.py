@@ -15,6 +15,7 @@ an error, so that what a printed function computes can be tested even when a lat
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import signal
 import textwrap
@@ -136,9 +137,14 @@ def run_snippet(claim_id: str, registry: Registry | None = None, root: Path | No
                 timeout_s: float = DEFAULT_TIMEOUT_S) -> SnippetRun:
     """Execute the snippet of a registry claim (kind ``code-snippet``), its ``requires`` first."""
     root = root or project_root()
-    registry = registry or load_registry(root / "claims.yaml")
-    sources = load_sources(root)
-    return _run(claim_id, registry, sources, timeout_s, ())
+    cached_registry, sources = _project(root, (root / "claims.yaml").stat().st_mtime_ns)
+    return _run(claim_id, registry or cached_registry, sources, timeout_s, ())
+
+
+@functools.lru_cache(maxsize=4)
+def _project(root: Path, registry_mtime: int) -> tuple[Registry, Sources]:
+    """The registry and sources of ``root``, loaded once per version of claims.yaml."""
+    return load_registry(root / "claims.yaml"), load_sources(root)
 
 
 def _run(claim_id: str, registry: Registry, sources: Sources, timeout_s: float, chain: tuple[str, ...]) -> SnippetRun:

@@ -6,9 +6,14 @@ Every backend is a function with the contract of :func:`impl.attention.attention
     q (B, H_q, n_q, d_k), k (B, H_kv, n_k, d_k), v (B, H_kv, n_k, d_v) -> (B, H_q, n_q, d_v)
 
 and a :class:`Backend` entry saying, per device type, which dtypes and mask features it
-supports and whether it has a backward pass; whether it supports grouped-query attention
-(``H_kv < H_q``); and which head dimensions. :func:`available` and :func:`supports` answer
-"can this run here?" with a reason, so that a test or a benchmark skips visibly.
+supports and whether it has a backward pass (:class:`Support`); whether it supports
+grouped-query attention (``H_kv < H_q``); which head dimensions (and whether ``d_v`` must equal
+``d_k``); and what a fully masked row gives. :func:`available` and :func:`supports` answer
+"can this run here?" with a reason, so that a test or a benchmark skips visibly::
+
+    for name, backend in BACKENDS.items():
+        ok, reason = available(backend, "cuda", torch.float16)
+        ok = ok and supports(backend, "cuda", Mask(causal="bottom-right").features, backward=True)[0]
 
 Mask features (:attr:`impl.attention.Mask.features`): ``causal-top-left``,
 ``causal-bottom-right``, ``key-padding``, ``additive``.

@@ -118,8 +118,10 @@ def _attn_fwd(Q, K, V, Out, LSE, sm_scale,  #
                                     offs_m, offs_d, sm_scale * RCP_LN2, N_K, HEAD_DIM, CAUSAL_OFFSET, hi,  #
                                     BLOCK_N, CAUSAL, UPCAST, DOT_PRECISION)
     empty = l_i == 0.0  # fully masked rows: O = 0, L = -inf
-    acc = acc / tl.where(empty, 1.0, l_i)[:, None]
-    tl.store(LSE + off_bh * N_Q + offs_m, m_i + tl.math.log2(l_i), mask=m_valid)  # L / ln 2
+    l_safe = tl.where(empty, 1.0, l_i)
+    acc = acc / l_safe[:, None]
+    lse2 = tl.where(empty, float("-inf"), m_i + tl.math.log2(l_safe))  # L / ln 2
+    tl.store(LSE + off_bh * N_Q + offs_m, lse2, mask=m_valid)
     tl.store(Out + off_b * stride_ob + off_h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
              acc.to(Out.dtype.element_ty), mask=m_valid[:, None] & d_valid[None, :])
 

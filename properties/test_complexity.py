@@ -29,6 +29,7 @@ from claimcheck import claim_assert, record, refutes
 from impl.attention import attention
 from impl.io_model import (flash_attention_io, flash_block_size, standard_attention_io, tile_working_set,
                            tiled_forward_io)
+from impl.linear_attention import elu_plus_one, normalized_linear_attention
 from impl.softmax import stable_softmax
 from impl.tiled_attention import flash_attention
 
@@ -409,16 +410,14 @@ def test_flash_attention_moves_fewer_elements_than_standard_attention_with_a_100
 # ---- linear attention (linear-algebra.txt line 222) ----------------------------------------------------
 
 
-def _linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """phi(Q) (phi(K)^T V) / (phi(Q) phi(K)^T 1) with phi = elu + 1 (Katharopoulos et al. 2020)."""
-    fq, fk = F.elu(q) + 1, F.elu(k) + 1
-    return (fq @ (fk.T @ v)) / (fq @ fk.sum(0, keepdim=True).T)
-
-
 @pytest.mark.claim("complexity.la-linear-attention-linear-time")
 def test_linear_attention_flops_are_exactly_linear_in_n():
     d, d_v = 16, 16
-    counts = {n: flops(lambda: _linear_attention(_randn(n, d), _randn(n, d), _randn(n, d_v))) for n in (64, 128, 1024)}
+
+    def run(n: int):  # phi(Q) (phi(K)^T V) / (phi(Q) phi(K)^T 1), phi = elu + 1 (Katharopoulos et al. 2020)
+        return normalized_linear_attention(elu_plus_one(_randn(n, d)), elu_plus_one(_randn(n, d)), _randn(n, d_v))
+
+    counts = {n: flops(lambda: run(n)) for n in (64, 128, 1024)}
     per_n = {n: c / n for n, c in counts.items()}
     record("linear attention FLOPs / n", per_n)
     claim_assert(len(set(per_n.values())) == 1 and per_n[64] == 4 * d * d_v + 2 * d,

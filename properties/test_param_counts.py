@@ -157,6 +157,25 @@ def test_ffn_share_of_llama3_8b():
     record("llama3_8b_ffn_share_of_all_parameters", float(share_all))
     claim_assert(share_blocks == Fraction(21, 26), "LLaMA 3 8B: FFN / (FFN + attention) != 10.5 d^2 / 13 d^2",
                  share=str(share_blocks))
+    claim_assert(round(float(share_all), 2) == 0.70, "LLaMA 3 8B: the FFNs do not hold 0.70 of all parameters",
+                 share=float(share_all))
+
+
+@pytest.mark.claim("architecture.la-obs3-ffn-two-thirds-params")
+def test_ffn_share_of_the_base_encoder_decoder_transformer_is_4_7():
+    # 6 encoder layers (one attention, 4 d^2, and one FFN, 8 d^2, each) and 6 decoder layers (two attentions):
+    # bias-free, 96 d^2 of FFN against 72 d^2 of attention
+    d, h, d_ff = 512, 8, 2048
+    enc, dec = EncoderLayer(d, h, d_ff, bias=False), DecoderLayer(d, h, d_ff, bias=False)
+    ffn = 6 * count(enc.ffn) + 6 * count(dec.ffn)
+    attn = 6 * count(enc.self_attn) + 6 * (count(dec.self_attn) + count(dec.cross_attn))
+    claim_assert(Fraction(ffn, ffn + attn) == Fraction(4, 7), "bias-free base Transformer: FFN share != 4/7",
+                 share=str(Fraction(ffn, ffn + attn)))
+    with torch.device("meta"):  # torch's base model, biases and norms included: shapes only
+        share, _ = _ffn_share(torch.nn.Transformer(d, h, 6, 6, d_ff, batch_first=True))
+    record("ffn_share_of_torch_nn_transformer_base", float(share))
+    claim_assert(round(float(share), 3) == 0.571, "torch.nn.Transformer base: FFN share does not round to 0.571",
+                 share=float(share))
 
 
 # --- LLaMA 3 8B --------------------------------------------------------------------------------------------------

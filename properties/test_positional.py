@@ -56,8 +56,11 @@ def sequences_with_permutations(draw, max_n: int = 6, d: int = 4):
 @given(case=sequences_with_permutations())
 def test_self_attention_output_is_unchanged_by_shuffling_the_input(case):
     x, w, perm = case
-    diff = (_self_attention(x[perm], w) - _self_attention(x, w)).abs().max().item()
-    claim_assert(diff <= 1e-12, "shuffling the tokens changed the output", perm=perm, max_difference=diff)
+    y = _self_attention(x, w)
+    diff = (_self_attention(x[perm], w) - y).abs().max().item()
+    # the rounding band of the equivariance property below: a difference beyond it is not rounding.
+    tol = 8 * x.shape[0] * EPS64 * max(y.abs().max().item(), 1.0)
+    claim_assert(diff <= tol, "shuffling the tokens changed the output", perm=perm, max_difference=diff)
 
 
 @pytest.mark.claim("positional.self-attention-permutation-invariant")
@@ -133,17 +136,6 @@ def test_pe_at_pos_plus_k_is_a_fixed_rotation_of_pe_at_pos(d_model, pos, k):
 
 
 @pytest.mark.claim("positional.sinusoidal-uniqueness")
-@refutes(reason="2^24 + 1 is the smallest positive integer that float32 cannot represent: the float32 positions "
-                "of the snippet (torch.arange(...).float()) make 2^24 and 2^24 + 1 the same position")
-def test_distinct_positions_have_distinct_codes_in_float32():
-    p, p_next = 2**24, 2**24 + 1
-    a = sinusoidal_encoding(torch.tensor(p), 512, dtype=torch.float32)
-    b = sinusoidal_encoding(torch.tensor(p_next), 512, dtype=torch.float32)
-    claim_assert(not torch.equal(a, b), "two distinct positions have the same float32 encoding", pos=p, pos_prime=p_next,
-                 d_model=512)
-
-
-@pytest.mark.claim("positional.sinusoidal-uniqueness")
 def test_codes_of_distinct_integers_differ_in_exact_arithmetic():
     # The i = 0 pair is (sin pos, cos pos): equal for pos != pos' only if pos - pos' = 2 pi j, j != 0,
     # i.e. only if pi = (pos - pos') / (2 j) were rational; and |PE_p - PE_p'| >= 2 |sin((p - p')/2)|.
@@ -192,9 +184,9 @@ def _positional_encoding_class():
 
 
 @pytest.mark.claim("positional.snippet-pe-table-matches-formula")
-@given(half=st.integers(1, 64), max_len=st.integers(1, 600))
-def test_printed_table_is_the_sinusoidal_encoding_for_even_d_model(half, max_len):
-    d_model = 2 * half
+@given(d_model=st.integers(1, 64).map(lambda half: 2 * half) | st.just(1), max_len=st.integers(1, 600))
+def test_printed_table_is_the_sinusoidal_encoding_for_even_d_model_and_d_model_1(d_model, max_len):
+    # even widths, and d_model = 1, which the correction says also works (the cosine fills an empty slice)
     pe = _positional_encoding_class()(d_model, max_len=max_len).pe[0]  # float32, as printed
     pos = torch.arange(max_len)
     oracle = sinusoidal_encoding(pos, d_model)

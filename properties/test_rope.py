@@ -331,11 +331,14 @@ def test_printed_index_range_of_the_complex_sum_covers_the_coordinates():
 @refutes(reason="the smallest case: one plane (d_k = 2), unit vectors q = e_1, k = e_2 and a quarter turn, where "
                 "only the sine term is non-zero")
 def test_printed_expansion_of_q_rnm_k():
-    q, k, phi = torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64), torch.pi / 2
-    true = (q @ (plane_rotation(torch.tensor(phi, dtype=torch.float64)) @ k)).item()
-    printed = q[0] * k[0] * 0.0 + q[1] * k[1] * 0.0 + (q[0] * k[1] - q[1] * k[0]) * 1.0  # cos = 0, sin = 1 (line 481)
+    q, k = torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor([0.0, 1.0], dtype=torch.float64)
+    phi = torch.tensor(torch.pi / 2, dtype=torch.float64)  # (n - m) theta_i
+    true = (q @ (plane_rotation(phi) @ k)).item()
+    # line 481 with its one pair (q_a, q_b) = (q[0], q[1]): q_a k_a cos + q_b k_b cos + (q_a k_b - q_b k_a) sin
+    printed = q[0] * k[0] * torch.cos(phi) + q[1] * k[1] * torch.cos(phi) + (q[0] * k[1] - q[1] * k[0]) * torch.sin(phi)
+    # both are a 2-term sum of O(1) products: equal up to a few eps if the printed expansion were right
     claim_assert(abs(true - printed.item()) <= 4 * EPS64, "the printed expansion differs from q^T R(n-m) k",
-                 q=q, k=k, n_minus_m_theta=phi, true=true, printed=printed.item())
+                 q=q, k=k, n_minus_m_theta=phi.item(), true=true, printed=printed.item())
 
 
 @pytest.mark.claim("rope.proof-step3-expansion-sin-sign")

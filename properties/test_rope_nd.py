@@ -32,10 +32,12 @@ def _ndim_rope_class():
     return run.namespace["NDimensionalRoPE"]
 
 
-def _frequency_loop(base: float, pairs_per_dim: int, n_dims: int) -> tuple[SnippetRun, list[torch.Tensor]]:
-    """Lines 524-528 executed with ``pairs_per_dim`` (= self.pairs_per_dim) and ``n_dims`` bound."""
+def _frequency_loop(base: float, pairs_per_dim: int, n_dims: int,
+                    max_pos_per_dim: int = 512) -> tuple[SnippetRun, list[torch.Tensor]]:
+    """Lines 524-528 executed with ``pairs_per_dim`` (= self.pairs_per_dim), ``n_dims`` and the constructor's other
+    arguments (``base``, ``max_pos_per_dim``) bound, as they are inside ``__init__``."""
     bound = SnippetRun("foundations", 0, 0, "", namespace={"base": base, "pairs_per_dim": pairs_per_dim,
-                                                           "n_dims": n_dims})
+                                                           "n_dims": n_dims, "max_pos_per_dim": max_pos_per_dim})
     run = load_snippet("foundations", 524, 528, requires=(bound,))
     assert run.ran, run.describe()
     return run, run.namespace["inv_freq_list"]
@@ -135,9 +137,10 @@ def test_grid_positions_have_one_coordinate_per_axis_and_axial_rope_is_relative_
     record("D_dim", n_axes)
     claim_assert(positions.shape == (math.prod(grid), n_axes), "a grid position does not have D_dim coordinates",
                  claim=claim_id, shape=list(positions.shape))
+    # grid angles are < 4 rad: each rotated coordinate errs by a few eps |v|, a d-term logit by ~d eps |q| |k|
     claim_assert((logits - expected).abs().max() <= 64 * EPS64 * d * q.norm() * k.norm(),
                  "logits are not functions of the per-axis offsets", claim=claim_id)
-    if n_axes == 1:
+    if n_axes == 1:  # the same rotation computed twice: two products and a sum per coordinate, a few eps |q|
         claim_assert((rq - rope_interleaved(q.expand(len(positions), d), positions[:, 0], rope_frequencies(d))).abs().max()
                      <= 16 * EPS64 * d * q.abs().max(), "one-axis RoPE is not 1-D RoPE")
 
@@ -217,8 +220,8 @@ def test_printed_frequency_loop_gives_ceil_half_frequencies_per_axis_while_impl_
 def test_printed_frequencies_follow_2pi_over_t_max_power_formula():
     d_k, p = 6, 3
     ratios = {}
-    for t_max in (16, 4096):  # max_pos_per_dim: the only length the class receives
-        _, freqs = _frequency_loop(10000.0, p, 1)  # lines 524-528 never read max_pos_per_dim
+    for t_max in (16, 4096):  # max_pos_per_dim: the only length the class receives, bound for lines 524-528
+        _, freqs = _frequency_loop(10000.0, p, 1, max_pos_per_dim=t_max)
         ratios[t_max] = (freqs[0][1] / freqs[0][0]).item()
     formula = {t: t ** (-2 / d_k) for t in ratios}  # theta_1/theta_0 = T_max^{-2/d_k} * lambda_1/lambda_0, lambda fixed
     claim_assert(ratios[16] != ratios[4096] or formula[16] == formula[4096],
@@ -292,6 +295,7 @@ def test_printed_rotate_half_with_duplicated_cos_sin_is_half_split_rope(half, t,
     angles = pos[:, None] * theta
     cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
     rotated = x * cos + _ndim_rope_class().rotate_half(x) * sin  # line 560's expression with a full-width cache
+    # same products in another order; cos/sin of angles up to t rad carry ~t eps: 16 eps (d + t) max|x| bounds both
     claim_assert((rotated - rope_half_split(x, pos, theta)).abs().max() <= 16 * EPS64 * (d + t) * x.abs().max(),
                  "x cos + rotate_half(x) sin does not rotate the pairs (x_j, x_{j+d/2})", d=d, t=t)
 
@@ -355,5 +359,6 @@ def test_impl_axial_rope_returns_x_shape_and_preserves_norms(config, t, seed):
     positions = torch.randint(0, 50, (2, 3, t, n_axes), generator=g).double()
     out = axial_rope(x, positions, axial_frequencies(d, n_axes))
     claim_assert(out.shape == x.shape, "axial RoPE changed the shape", shape=list(out.shape))
+    # angles up to 50 rad (~50 eps each) and a d-term norm: 32 eps (d + 100) max|x| bounds the rounding of |R x| - |x|
     claim_assert((out.norm(dim=-1) - x.norm(dim=-1)).abs().max() <= 32 * EPS64 * (d + 100) * x.abs().max(),
                  "axial RoPE changed a norm")

@@ -123,7 +123,8 @@ def test_frequency_loss_is_nonnegative_and_zero_exactly_at_the_reference(d, data
 @pytest.mark.claim("rope.frequency-optimum-proportional-tmax-power")
 @refutes(reason="two planes (d_k = 4) is the smallest head with a frequency ratio; L(c T^{-2i/d}) = 0 would need "
                 "c = 1 + 2 pi j and c / 64 = 0.01 + 2 pi l (offsets are integers), i.e. 0.36 = 2 pi (64 l - j): "
-                "impossible as pi is irrational, so the tested c (the two matching ones and a log grid) stand for all")
+                "impossible, as 0.36 is no integer multiple of 2 pi, so the tested c (the two matching ones and a log "
+                "grid) stand for all")
 def test_minimiser_of_the_frequency_loss_is_proportional_to_t_max_power():
     d_k, t_max = 4, 4096
     theta_star = rope_frequencies(d_k, 1e4)  # the reference: (1, 0.01)

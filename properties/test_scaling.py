@@ -6,6 +6,7 @@ test is deterministic, and a true claim would fail for a random seed with probab
 import math
 
 import pytest
+import sympy as sp
 import torch
 
 from claimcheck import claim_assert, record
@@ -46,18 +47,24 @@ def _variance_bound(kind: str, d: int, scale2: float = 1.0) -> float:
     return SIGMAS * math.sqrt(var_s2 / N) * scale2
 
 
-@pytest.mark.claim("attention.dot-product-variance")
+@pytest.mark.claim("attention.dot-product-variance", "attention.dot-product-variance-proportional-dk",
+                   "attention.la-scaling-iid-entries-assumption", "attention.la-scaling-var-qk-equals-dk",
+                   "attention.la-scaling-std-qk-sqrt-dk", "softmax.la-unscaled-input-variance-grows-with-dk")
 @pytest.mark.parametrize("kind", sorted(FOURTH_MOMENT))
 def test_dot_product_of_unit_variance_components_has_variance_d_k(kind):
+    """Var = d_k for every d_k, so proportional to d_k; Std = sqrt(Var) = sqrt(d_k) (linear-algebra.txt
+    lines 159-164 assume i.i.d. N(0, 1) entries: the gaussian case; the others show the argument needs
+    only zero mean, unit variance and independence)."""
     for d in DIMS:
         s = _dot_products(kind, d, seed=1000 + d)
         var = (s**2).mean().item()  # E[q.k] = 0 under the claim's assumptions, so Var = E[(q.k)^2]
         record(f"var(q.k)/d_k [{kind}, d_k={d}]", var / d)
+        record(f"std(q.k)/sqrt(d_k) [{kind}, d_k={d}]", math.sqrt(var / d))
         claim_assert(abs(var - d) <= _variance_bound(kind, d), "sample Var[q.k] is not d_k within 6 sigma",
                      distribution=kind, d_k=d, sample_variance=var, n=N)
 
 
-@pytest.mark.claim("attention.scaled-logit-unit-variance")
+@pytest.mark.claim("attention.scaled-logit-unit-variance", "attention.la-scaled-std-equals-one")
 @pytest.mark.parametrize("kind", sorted(FOURTH_MOMENT))
 def test_scaling_by_sqrt_d_k_gives_unit_variance_logits(kind):
     for d in DIMS:
@@ -66,3 +73,73 @@ def test_scaling_by_sqrt_d_k_gives_unit_variance_logits(kind):
         record(f"var(q.k/sqrt d_k) [{kind}, d_k={d}]", var)
         claim_assert(abs(var - 1) <= _variance_bound(kind, d, scale2=1 / d), "scaled logits do not have unit variance",
                      distribution=kind, d_k=d, sample_variance=var, n=N)
+
+
+@pytest.mark.claim("attention.la-scaling-dot-product-sum-of-dk-terms")
+@pytest.mark.parametrize("d_k", [1, 3, 8])
+def test_score_entry_is_a_sum_of_d_k_products_of_disjoint_independent_entries(d_k):
+    """(Q K^T)_ij = sum_k Q_ik K_jk: d_k terms, each a function of its own pair of entries, so the
+    terms are independent when the entries are (also for i = j: Q and K are different matrices)."""
+    n = 2
+    q = sp.Matrix(n, d_k, lambda i, k: sp.Symbol(f"Q_{i}{k}"))
+    k_ = sp.Matrix(n, d_k, lambda j, k: sp.Symbol(f"K_{j}{k}"))
+    s = q * k_.T
+    for i in range(n):
+        for j in range(n):
+            terms = sp.Add.make_args(sp.expand(s[i, j]))
+            variables = [t.free_symbols for t in terms]
+            disjoint = all(a.isdisjoint(b) for x, a in enumerate(variables) for b in variables[x + 1:])
+            claim_assert(len(terms) == d_k and disjoint and all(v == {q[i, m], k_[j, m]} for m, v in enumerate(
+                sorted(variables, key=lambda v: sorted(map(str, v))))),
+                "(Q K^T)_ij is not a sum of d_k products Q_ik K_jk of disjoint entries", i=i, j=j, entry=str(s[i, j]))
+
+
+# ---- saturation without scaling (foundations.txt line 42; linear-algebra.txt lines 164-167) -------------
+
+KEYS = 32  # keys per query
+SAMPLES = 4000  # queries per d_k
+
+
+def _softmax_statistics(d: int, scaled: bool, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per sample: max probability and Frobenius norm of the softmax Jacobian diag(p) - p p^T.
+
+    Gaussian q, k in R^d: given q, the logits q . k_j are independent N(0, |q|^2) over the keys, with
+    |q|^2 ~ chi^2_d; sampling |q| and the standard normals is exact and costs no d-sized vectors.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    norm_q = torch.distributions.Chi2(torch.tensor(float(d), dtype=torch.float64)).sample((SAMPLES, 1)).sqrt()
+    z = torch.randn((SAMPLES, KEYS), generator=gen, dtype=torch.float64)
+    logits = norm_q * z / (math.sqrt(d) if scaled else 1.0)  # (SAMPLES, KEYS), std sqrt(d) unscaled
+    p = torch.softmax(logits, dim=-1)
+    jac = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]
+    return p.max(-1).values, torch.linalg.matrix_norm(jac)
+
+
+@pytest.mark.claim("attention.large-logits-saturate-softmax-vanishing-gradient", "softmax.la-unscaled-softmax-tends-one-hot",
+                   "softmax.la-unscaled-gradient-vanishing-saturation")
+def test_unscaled_logits_saturate_softmax_as_d_k_grows_while_scaled_ones_do_not():
+    """Fixed seeds, 4000 queries of 32 keys per d_k; differences compared with 6 standard errors."""
+    torch.manual_seed(7000)  # Chi2.sample draws from the global generator
+    dims = (1, 16, 256, 4096, 65536)
+    stats = {(d, scaled): _softmax_statistics(d, scaled, seed=7000 + d) for d in dims for scaled in (False, True)}
+    mean = {key: (m.mean().item(), j.mean().item()) for key, (m, j) in stats.items()}
+    se = {key: (m.std().item() / math.sqrt(SAMPLES), j.std().item() / math.sqrt(SAMPLES)) for key, (m, j) in stats.items()}
+    for d in dims:
+        record(f"unscaled: mean max probability, mean ||J||_F [d_k={d}]", mean[(d, False)])
+        record(f"scaled: mean max probability, mean ||J||_F [d_k={d}]", mean[(d, True)])
+    # from d_k = 16 on (logit std 4 over 32 keys) saturation sets in; below, spreading logits first
+    # concentrate p on a few keys, which raises ||J|| (it peaks at two keys of probability 1/2)
+    for a, b in zip(dims[1:], dims[2:]):
+        (pa, ja), (pb, jb) = mean[(a, False)], mean[(b, False)]
+        margin_p = SIGMAS * math.hypot(se[(a, False)][0], se[(b, False)][0])
+        margin_j = SIGMAS * math.hypot(se[(a, False)][1], se[(b, False)][1])
+        claim_assert(pb > pa + margin_p and jb < ja - margin_j, "unscaled softmax does not saturate further as d_k grows",
+                     d_k=(a, b), max_probability=(pa, pb), jacobian_norm=(ja, jb))
+    top_p, top_j = mean[(dims[-1], False)]
+    claim_assert(top_p > 0.99 and top_j < 0.01, "at d_k = 65536 unscaled softmax is not near one-hot with a vanishing "
+                 "Jacobian", max_probability=top_p, jacobian_norm=top_j)
+    # with 1/sqrt(d_k) the logits are ~N(0, 1) for every d_k (exactly so only as d_k grows: at d_k = 1
+    # |q|^2 ~ chi^2_1 spreads them): the Jacobian norm stays within 15% while the unscaled one falls 20-fold
+    scaled_j = [mean[(d, True)][1] for d in dims]
+    claim_assert(max(scaled_j) <= 1.15 * min(scaled_j) and max(scaled_j) > 20 * top_j,
+                 "scaled logits' Jacobian norm changes with d_k", jacobian_norms=scaled_j, unscaled_at_65536=top_j)

@@ -1,4 +1,5 @@
 """Softmax: the stability passage of the foundations document (lines 71-101)."""
+import functools
 import math
 
 import pytest
@@ -8,6 +9,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert, refutes
+from claimcheck.snippets import load_snippet, run_snippet
 from impl.softmax import naive_softmax, shifted_exponents, stable_softmax
 from properties.strategies import finite_floats, logit_matrices, logit_vectors
 
@@ -53,6 +55,18 @@ def test_shifted_exponents_lie_in_closed_unit_interval_with_max_exactly_one(x, d
     claim_assert(bool(torch.isfinite(stable_softmax(x)).all()), "stable softmax is not finite", x=x)
 
 
+@pytest.mark.claim("softmax.exponents-in-unit-interval")
+@pytest.mark.parametrize("dtype, smallest_subnormal_exponent", [(torch.float64, -1074), (torch.float32, -149)])
+def test_shifted_exponents_underflow_to_zero_exactly_below_ln_of_half_the_smallest_subnormal(
+        dtype, smallest_subnormal_exponent):
+    # exp(t) rounds to 0 exactly when it falls below half the smallest subnormal 2^e, i.e. t < (e - 1) ln 2:
+    # -745.13 in float64, -103.97 in float32. Probe 1e-3 on either side of that edge.
+    edge = (smallest_subnormal_exponent - 1) * math.log(2.0)
+    above, below = (shifted_exponents(torch.tensor([0.0, t], dtype=dtype))[1].item() for t in (edge + 1e-3, edge - 1e-3))
+    claim_assert(above > 0 and below == 0.0, "exp(x_i - max x) does not underflow to 0 at (e - 1) ln 2",
+                 dtype=str(dtype), edge=edge, just_above=above, just_below=below)
+
+
 @pytest.mark.claim("softmax.naive-overflow")
 @given(x=logit_vectors(min_len=1, bound=1e4), big=st.floats(710.0, 1e4))
 def test_naive_softmax_overflows_where_the_stable_form_does_not(x, big):
@@ -82,3 +96,85 @@ def test_softmax_rows_are_nonnegative_and_sum_to_one(s):
     row_err = (a.sum(-1) - 1).abs().max().item()
     claim_assert(bool((a >= 0).all()), "a softmax entry is negative", s=s)
     claim_assert(row_err <= 2 * n * EPS64, "a softmax row does not sum to 1", s=s, row_error=row_err)
+
+
+# ---- the definition and the printed helper (foundations.txt lines 48-52, 75-102) --------------------
+
+
+@pytest.mark.claim("softmax.definition-vector")
+@given(x=logit_vectors(bound=50.0))
+def test_softmax_formula_agrees_with_torch_and_the_stable_form(x):
+    # |x| <= 50: no overflow or underflow in float64; n terms of the denominator, one division and exp's
+    # own rounding give at most (n + 2) eps relative error per probability
+    formula, builtin = naive_softmax(x), torch.softmax(x, dim=-1)
+    err = max((formula - builtin).abs().max().item(), (formula - stable_softmax(x)).abs().max().item())
+    claim_assert(err <= 2 * (len(x) + 2) * EPS64, "exp(x_i) / sum_j exp(x_j) differs from softmax", x=x, error=err)
+
+
+@pytest.mark.claim("softmax.row-wise-normalization-formula")
+@refutes()
+@given(s=logit_matrices(max_rows=3, max_cols=3, bound=8.0), d_k=st.integers(2, 64))
+def test_row_formula_on_unscaled_scores_gives_the_attention_matrix(s, d_k):
+    """Line 52 exponentiates S_ij although line 48 defines A = softmax(S_scaled), S_scaled = S / sqrt(d_k)."""
+    printed = torch.exp(s) / torch.exp(s).sum(dim=-1, keepdim=True)
+    a = torch.softmax(s / math.sqrt(d_k), dim=-1)
+    claim_assert(torch.allclose(printed, a, rtol=1e-9, atol=1e-12),
+                 "exp(S_ij) / sum_k exp(S_ik) is not softmax(S / sqrt(d_k))", s=s, d_k=d_k, printed=printed, attention=a)
+
+
+@pytest.mark.claim("softmax.row-wise-normalization-formula")
+@given(s=logit_matrices(bound=50.0), d_k=st.integers(1, 64))
+def test_row_formula_on_scaled_scores_is_row_stochastic_and_gives_the_attention_matrix(s, d_k):
+    scaled = s / math.sqrt(d_k)
+    a = torch.exp(scaled) / torch.exp(scaled).sum(dim=-1, keepdim=True)  # A_ij = exp(S_ij/sqrt d_k) / sum_k ...
+    n = s.shape[-1]
+    # (n + 2) roundings per entry, as above
+    err = (a - stable_softmax(scaled)).abs().max().item()
+    claim_assert(err <= 2 * (n + 2) * EPS64 and bool((a >= 0).all()) and (a.sum(-1) - 1).abs().max() <= 2 * n * EPS64,
+                 "the scaled row formula is not the row-stochastic attention matrix", s=s, d_k=d_k, error=err)
+
+
+@functools.cache  # one execution of the snippet per process
+def _printed_stable_softmax():
+    """``stable_softmax`` as defined by foundations.txt lines 94-99 (line 102, after it, raises NameError)."""
+    run = run_snippet("softmax.snippet-stable-softmax")
+    assert "stable_softmax" in run.namespace, run.describe()  # a crash of the evidence, not a counterexample
+    return run.namespace["stable_softmax"]
+
+
+@pytest.mark.claim("softmax.stable-softmax-matches-torch-and-no-overflow")
+@given(x=logit_matrices(bound=1e4), dim=st.sampled_from([0, -1]), dtype=st.sampled_from([torch.float64, torch.float32]))
+def test_printed_stable_softmax_matches_torch_softmax_even_where_exp_overflows(x, dim, dtype):
+    printed = _printed_stable_softmax()(x.to(dtype), dim=dim)
+    builtin = torch.softmax(x.to(dtype), dim=dim)
+    eps = torch.finfo(dtype).eps
+    # the same algorithm as torch's: differences come from summation order, (n + 2) eps per probability
+    err = (printed.double() - builtin.double()).abs().max().item()
+    claim_assert(bool(torch.isfinite(printed).all()) and err <= 2 * (x.shape[dim] + 2) * eps,
+                 "the printed stable_softmax is not finite or differs from torch.softmax", x=x, dim=dim,
+                 dtype=str(dtype), error=err, naive_finite=bool(torch.isfinite(naive_softmax(x.to(dtype), dim)).all()))
+
+
+@pytest.mark.claim("softmax.torch-builtin-softmax-is-stable")
+@given(x=logit_vectors(bound=1e30), dtype=st.sampled_from([torch.float64, torch.float32, torch.float16, torch.bfloat16]))
+def test_torch_softmax_is_finite_and_exact_for_huge_and_tiny_logits(x, dtype):
+    x = x.to(dtype)
+    assume(bool(torch.isfinite(x).all()))
+    probs = torch.softmax(x, dim=-1)
+    exact = stable_softmax(x.double())  # float64 oracle of the rounded inputs (itself max-subtracted)
+    # float16/bfloat16 softmax on CPU computes in float32 and rounds once; float32/64: (n + 2) eps
+    eps = torch.finfo(dtype).eps
+    err = (probs.double() - exact).abs().max().item()
+    claim_assert(bool(torch.isfinite(probs).all()) and err <= 2 * (len(x) + 2) * eps,
+                 "torch.softmax overflowed or lost accuracy", x=x, dtype=str(dtype), error=err)
+
+
+@pytest.mark.claim("softmax.snippet-stable-softmax")
+@given(logits=logit_matrices())
+def test_printed_snippet_runs_once_the_reader_supplies_logits(logits):
+    # the correction: lines 94-99 define a working function; only line 102 needs a `logits` of the reader's
+    run = load_snippet("foundations", 91, 102, bindings={"logits": logits})
+    claim_assert(run.ran, "the snippet does not run with logits defined", snippet=run.describe())
+    out = run.namespace["stable_softmax"](logits)
+    claim_assert(out.shape == logits.shape and bool(torch.isfinite(out).all()),
+                 "the printed stable_softmax does not return finite probabilities of the input's shape", logits=logits)

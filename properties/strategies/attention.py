@@ -70,8 +70,7 @@ def attention_problems(draw, mask_kinds=MASK_KINDS, gqa: bool = True, max_batch:
     kind = draw(st.sampled_from(mask_kinds), label="mask")
     b = draw(st.integers(1, max_batch), label="B")
     h_kv = draw(st.integers(1, max_heads), label="H_kv")
-    group = draw(st.sampled_from([g for g in (1, 2, 4) if h_kv * g <= max(max_heads, h_kv)] if gqa else [1]),
-                 label="group")
+    group = draw(st.sampled_from([g for g in (1, 2, 4) if h_kv * g <= max_heads] if gqa else [1]), label="group")
     n_q = draw(st.integers(min_n, max_n), label="n_q")
     # bottom-right causal with n_q > n_k hides whole rows: keep n_k >= n_q for that mask
     n_k = draw(st.integers(n_q if kind == "causal-bottom-right" else min_n, max(max_n, n_q)), label="n_k")

@@ -1,0 +1,266 @@
+"""Length-dependent attention scaling: which direction flattens attention, and the printed code.
+
+foundations.txt lines 654-753 (Critical Attention Scaling chapter) divide the logits by
+sqrt(f(T)) with f increasing; spectral.txt lines 142-152, 339-364 and linear-algebra.txt line 173
+multiply them by a growing factor. Entropy facts used throughout:
+
+* ``d/d beta H(softmax(beta z)) = -beta Var_p(z) <= 0``: larger logits make softmax SHARPER;
+* with fixed-scale logits, more keys make rows flatter (H / ln n -> 1, max weight -> 0): that is the
+  collapse to uniform attention; a multiplier growing like sqrt(2 ln n) (the random-energy-model
+  critical point for Gaussian logits) keeps the largest weight roughly constant.
+
+Sweeps are seeded (``impl.critical_scaling.sweep``), n = 16 ... 1024, 4 matrices per n, d_k = 16.
+"""
+import functools
+import math
+
+import pytest
+import sympy as sp
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from claimcheck import claim_assert, record, refutes
+from impl.critical_scaling import (document_divisor, document_loglog_divisor, loglog_fit, polylog_multiplier,
+                                   rem_critical_multiplier, row_entropy, scaled_softmax_entropy_derivative, sweep)
+from impl.softmax import stable_softmax
+from properties.strategies.spectral import gaussian, printed_code, real_matrices, vectors, seeds
+
+NS = [16, 64, 256, 1024]
+D_K = 16
+
+SCHEDULES = {  # name -> logit multiplier beta(n)
+    "standard (f = 1)": lambda n: 1.0,
+    "document f = 1 + (ln T)^1.5, logits / sqrt(f)": lambda n: document_divisor(n) ** -0.5,
+    "document f = 1 + ln ln T, logits / sqrt(f)": lambda n: document_loglog_divisor(n) ** -0.5,
+    "over-scaling f = T, logits / sqrt(f)": lambda n: n**-0.5,
+    "multiplier (ln n)^1.7": lambda n: polylog_multiplier(n, 1.7),
+    "multiplier sqrt(2 ln n)": lambda n: rem_critical_multiplier(n),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _sweep(name: str) -> dict[str, torch.Tensor]:
+    return sweep(NS, D_K, SCHEDULES[name], samples=4, seed=17, spectral=False)
+
+
+def _measure(name: str) -> dict:
+    """Record the entropy and max-weight series of a schedule and fit the max weight ~ n^e."""
+    sw = _sweep(name)
+    h = sw["normalized_entropy"].mean(dim=1)
+    top = sw["max_weight"].mean(dim=1)
+    fit = loglog_fit(sw["n"].flatten(), sw["max_weight"].flatten())
+    record(f"series[normalized entropy H/ln n vs n, {name}]", {"n": NS, "y": h.tolist()})
+    record(f"series[max attention weight vs n, {name}]", {"n": NS, "y": top.tolist()})
+    record(f"fit[max attention weight vs n, {name}]", fit.as_figure())
+    return {"entropy": h, "max_weight": top, "fit": fit}
+
+
+@pytest.mark.claim("spectral.fix-attention-scaling-c-n", "long-context.qk-scale-grows-softmax-uniform",
+                   "spectral.temperature-controls-spectral-amplification")
+@given(z=real_matrices(1, 6, 10.0), beta=st.floats(0.0, 5.0))
+def test_entropy_of_softmax_decreases_as_logits_grow(z, beta):
+    b = torch.tensor(beta, dtype=torch.float64, requires_grad=True)
+    h = row_entropy(stable_softmax(b * z)).sum()
+    (grad,) = torch.autograd.grad(h, b)
+    formula = scaled_softmax_entropy_derivative(z, beta).sum()
+    # both are sums of n terms of size <= 10 * 100 computed in float64
+    claim_assert(abs(grad.item() - formula.item()) <= 1e-9 * max(1.0, abs(formula.item())),
+                 "dH/dbeta != -beta Var_p(z)", z=z, beta=beta, autograd=grad, formula=formula)
+    claim_assert(formula.item() <= 1e-12, "entropy increases with the logit scale", z=z, beta=beta, derivative=formula)
+
+
+@pytest.mark.claim("long-context.qk-scale-grows-softmax-uniform")
+@refutes()
+@given(z=vectors(2, 6, 10.0))
+def test_larger_softmax_inputs_make_softmax_more_uniform(z):
+    h1, h2 = row_entropy(stable_softmax(z)).item(), row_entropy(stable_softmax(2 * z)).item()
+    claim_assert(h2 >= h1 - 1e-12, "doubling the logits lowered the entropy: larger inputs make softmax sharper, "
+                 "not uniform", z=z, entropy=h1, entropy_doubled=h2)
+
+
+@pytest.mark.claim("long-context.qk-scale-grows-softmax-uniform", "spectral.long-context-needs-score-scaling",
+                   "spectral.rank-collapse-long-context-near-uniform", "long-context.critical-scaling-o1-saturation")
+def test_unscaled_attention_flattens_as_the_context_grows():
+    m = _measure("standard (f = 1)")
+    # the logits' scale does not grow with n: q.k/sqrt(d_k) has variance 1 whatever n is
+    logits = gaussian((4096, D_K), 1) @ gaussian((D_K,), 2) / math.sqrt(D_K)
+    record("std of q.k/sqrt(d_k) over 4096 keys", logits.std().item())
+    claim_assert(m["fit"].ci95[1] < -0.3 and bool((m["entropy"][1:] > m["entropy"][:-1]).all()),
+                 "standard attention rows do not flatten as n grows", max_weight_exponent=m["fit"].exponent,
+                 entropy=m["entropy"])
+
+
+@pytest.mark.parametrize("schedule", [
+    pytest.param("document f = 1 + (ln T)^1.5, logits / sqrt(f)", marks=pytest.mark.claim(
+        "long-context.critical-attention-formula-sqrt-dk-ft", "long-context.critical-scaling-f-polylog-1.5",
+        "long-context.critical-scaling-polylog-cancels-t", "long-context.critical-scaling-theorem-polylog")),
+    pytest.param("document f = 1 + ln ln T, logits / sqrt(f)", marks=pytest.mark.claim(
+        "long-context.critical-scaling-f-loglog", "long-context.critical-scaling-theorem-polylog")),
+    pytest.param("standard (f = 1)", marks=pytest.mark.claim("long-context.critical-scaling-theorem-polylog")),
+])
+@refutes(reason="seeded sweep n = 16..1024, d_k = 16, 4 matrices per n; 'does not collapse to uniform' read as: "
+                "the largest attention weight does not decay like a power of n (fitted exponent above -0.2)")
+def test_document_critical_scaling_keeps_attention_from_collapsing(schedule):
+    m = _measure(schedule)
+    claim_assert(m["fit"].ci95[0] > -0.2, "attention still collapses towards uniform: the largest weight decays like "
+                 "a power of n", schedule=schedule, max_weight_exponent=m["fit"].exponent, ci95=m["fit"].ci95,
+                 normalized_entropy=m["entropy"])
+
+
+@pytest.mark.claim("long-context.critical-attention-formula-sqrt-dk-ft", "long-context.critical-scaling-f-polylog-1.5",
+                   "long-context.critical-scaling-f-loglog", "long-context.critical-scaling-polylog-cancels-t",
+                   "long-context.critical-scaling-theorem-polylog", "spectral.fix-attention-scaling-c-n",
+                   "spectral.long-context-needs-score-scaling", "long-context.critical-scaling-exists")
+def test_a_growing_logit_multiplier_keeps_attention_from_flattening():
+    standard, divided = _measure("standard (f = 1)"), _measure("document f = 1 + (ln T)^1.5, logits / sqrt(f)")
+    critical, strong = _measure("multiplier sqrt(2 ln n)"), _measure("multiplier (ln n)^1.7")
+    # dividing by the document's growing f makes every row flatter than standard attention at every n
+    claim_assert(bool((divided["entropy"] > standard["entropy"]).all()), "the document's division does not flatten "
+                 "attention more than standard scaling", divided=divided["entropy"], standard=standard["entropy"])
+    # multiplying by sqrt(2 ln n) keeps the top weight roughly constant (|slope| < 0.15, vs -0.6 without)
+    claim_assert(abs(critical["fit"].exponent) < 0.15 and critical["fit"].exponent > standard["fit"].ci95[1] + 0.3,
+                 "the growing multiplier does not stop the decay of the top weight",
+                 critical_exponent=critical["fit"].exponent, standard_exponent=standard["fit"].exponent)
+    # neither phase at any n: the top weight and H / ln n both stay inside [0.2, 0.8], away from the uniform and the
+    # one-hot ends (top weight 1/n and 1, H / ln n 1 and 0)
+    inside = lambda t: bool(((t >= 0.2) & (t <= 0.8)).all())
+    claim_assert(inside(critical["max_weight"]) and inside(critical["entropy"]), "sqrt(2 ln n) scaling reaches the "
+                 "uniform or the one-hot end", max_weight=critical["max_weight"], normalized_entropy=critical["entropy"])
+    # (ln n)^1.7 overshoots: the top weight tends to 1 and the entropy to 0
+    claim_assert(bool((strong["max_weight"][1:] > strong["max_weight"][:-1]).all()) and strong["entropy"][-1] < 0.1,
+                 "(ln n)^1.7 does not over-concentrate attention", max_weight=strong["max_weight"])
+
+
+@pytest.mark.claim("long-context.critical-scaling-ot-uniform")
+def test_over_scaling_by_t_makes_attention_uniform():
+    m = _measure("over-scaling f = T, logits / sqrt(f)")
+    uniformity = (m["max_weight"] * torch.tensor(NS, dtype=torch.float64)).tolist()
+    record("n * max weight (1 = uniform)", uniformity)
+    claim_assert(m["entropy"][-1] > 0.999 and uniformity[-1] < 1.2, "f(T) = T does not make attention uniform",
+                 normalized_entropy=m["entropy"], n_times_max_weight=uniformity)
+
+
+@pytest.mark.claim("long-context.critical-scaling-o1-saturation")
+@refutes(reason="n = 8 tokens with logits 20 I (each token attends to itself): the smallest clear saturated "
+                "case; saturation alone is shown not to collapse the rank")
+def test_saturated_softmax_causes_rank_collapse():
+    a = stable_softmax(20.0 * torch.eye(8, dtype=torch.float64))
+    s = torch.linalg.svdvals(a)
+    stable = ((s**2).sum() / s[0] ** 2).item()
+    claim_assert(stable < 2, "saturated (one-hot) attention is full rank, not collapsed", stable_rank=stable,
+                 max_weight=a.max().item(), singular_values=s)
+
+
+@pytest.mark.claim("spectral.fix-temperature-tau-n-equivalent-to-scaling", "long-context.la-chen-tau-n-scaled-attention-formula")
+def test_temperature_and_scaling_remedies_are_the_same_formula():
+    q, k, d, tau = sp.symbols("q k d tau", positive=True)
+    claim_assert(sp.simplify(q * k / sp.sqrt(d) * tau - q * k * tau / sp.sqrt(d)) == 0, "the two logit formulas differ")
+
+
+@pytest.mark.claim("spectral.fix-temperature-tau-n-equivalent-to-scaling", "long-context.la-chen-tau-n-scaled-attention-formula")
+@given(seed=seeds(), n=st.integers(2, 12), tau=st.floats(0.1, 10.0))
+def test_scaling_logits_by_c_equals_temperature_tau_numerically(seed, n, tau):
+    q, k = gaussian((n, 4), seed), gaussian((n, 4), seed + 1)
+    remedy1 = stable_softmax(q @ k.T / 2.0 * tau)
+    remedy2 = stable_softmax(q @ k.T * tau / 2.0)
+    # the two float64 products differ only by the rounding order of two multiplications
+    claim_assert((remedy1 - remedy2).abs().max() <= 1e-13, "the remedies differ", seed=seed, tau=tau)
+
+
+# --- the printed code: foundations.txt 716-740 and spectral.txt 357-364 ---------------------------------
+
+
+def _critical_module(c: float = 1.0, power: float = 1.5):
+    cls = printed_code("long-context.snippet-critical-attention-scaling").namespace["CriticalAttentionScaling"]
+    return cls(D_K, c=c, polylog_power=power)
+
+
+@pytest.mark.claim("long-context.critical-scaling-code-docstring-matches-formula",
+                   "long-context.critical-scaling-identity-at-train-length")
+@given(t=st.integers(1, 10**6))
+def test_scale_factor_is_one_plus_ln_t_to_the_1_5(t):
+    module = _critical_module()
+    got, exact = module.scale_factor(t), document_divisor(t)
+    claim_assert(abs(got - exact) <= 1e-12 * exact and module.c == 1.0 and module.polylog_power == 1.5,
+                 "scale_factor is not 1 + (ln T)^1.5", t=t, got=got)
+
+
+@pytest.mark.claim("long-context.critical-scaling-code-t-is-query-length")
+@given(seed=seeds(), n_q=st.integers(1, 8), n_k=st.integers(1, 8))
+def test_critical_scaling_code_divides_by_sqrt_dk_f_of_the_query_count(seed, n_q, n_k):
+    q, k, v = gaussian((n_q, D_K), seed), gaussian((n_k, D_K), seed + 1), gaussian((n_k, 3), seed + 2)
+    got = _critical_module().forward(q, k, v)
+    expected = stable_softmax(q @ k.T / math.sqrt(D_K * document_divisor(n_q))) @ v
+    claim_assert((got - expected).abs().max() <= 1e-12, "the module does not compute softmax(QK^T/sqrt(d_k f(T_q)))V",
+                 seed=seed, n_q=n_q, n_k=n_k)
+
+
+@pytest.mark.claim("long-context.critical-scaling-code-t-is-query-length")
+@refutes(reason="one query against 4096 keys (KV-cached decoding at Llama-2's training length): the smallest case "
+                "where the number of queries differs from the context length")
+def test_critical_scaling_code_scales_by_the_context_length():
+    q, k, v = gaussian((1, D_K), 1), gaussian((4096, D_K), 2), gaussian((4096, 2), 3)
+    got = _critical_module().forward(q, k, v)
+    by_context = stable_softmax(q @ k.T / math.sqrt(D_K * document_divisor(4096))) @ v
+    claim_assert((got - by_context).abs().max() <= 1e-9, "the code uses T = q.shape[-2] = 1 (f(1) = 1: no length "
+                 "scaling) instead of the context length 4096", f_used=document_divisor(1), f_context=document_divisor(4096))
+
+
+@pytest.mark.claim("long-context.critical-scaling-identity-at-train-length")
+@refutes(reason="8 random queries against 4096 keys (T = 4K, the training length of the table's first row): the "
+                "formula's effect at T_train does not depend on the model")
+def test_critical_scaling_leaves_attention_unchanged_at_the_training_length():
+    q, k = gaussian((8, D_K), 4), gaussian((4096, D_K), 5)
+    standard = stable_softmax(q @ k.T / math.sqrt(D_K))
+    critical = stable_softmax(q @ k.T / math.sqrt(D_K * document_divisor(4096)))
+    tv = 0.5 * (standard - critical).abs().sum(dim=-1).max().item()
+    claim_assert(tv <= 1e-3, "at T = 4096 the printed f(T) = 24.99 changes every attention row", f_4096=document_divisor(4096),
+                 max_total_variation=tv)
+
+
+def _length_aware():
+    return printed_code("spectral.snippet-length-aware-attention").namespace["length_aware_attention"]
+
+
+@pytest.mark.claim("spectral.snippet-length-aware-matches-formula", "spectral.snippet-length-aware-n-is-query-length")
+@given(seed=seeds(), n_q=st.integers(1, 8), n_k=st.integers(1, 8), alpha=st.floats(0.5, 2.5))
+def test_length_aware_attention_multiplies_logits_by_ln_n_to_the_alpha(seed, n_q, n_k, alpha):
+    q, k, v = gaussian((n_q, 4), seed), gaussian((n_k, 4), seed + 1), gaussian((n_k, 2), seed + 2)
+    got = _length_aware()(q, k, v, base_scale=1.0, poly_alpha=alpha)
+    expected = stable_softmax(q @ k.T / 2.0 * polylog_multiplier(n_q, alpha)) @ v
+    # the snippet computes log(n) in float32 via torch.log(torch.tensor(n)): relative error ~ 1e-7
+    claim_assert((got - expected).abs().max() <= 1e-5, "length_aware_attention differs from the formula",
+                 seed=seed, n_q=n_q, n_k=n_k, alpha=alpha)
+
+
+@pytest.mark.claim("spectral.snippet-length-aware-n-is-query-length")
+@refutes(reason="one query against 64 keys (KV-cached decoding): the smallest case where the query count "
+                "differs from the context length")
+def test_length_aware_attention_uses_the_context_length():
+    q, k = gaussian((1, 4), 6), gaussian((64, 4), 7)
+    v = torch.eye(64, dtype=torch.float64)  # the output row is the attention row itself
+    weights = _length_aware()(q, k, v)
+    claim_assert((weights - 1 / 64).abs().max() > 1e-6, "with one query n = 1, ln 1 = 0 and every score is 0: the "
+                 "attention over the 64 keys is exactly uniform", max_weight=weights.max(), min_weight=weights.min())
+
+
+@pytest.mark.claim("spectral.snippet-length-aware-scaling-gt-one")
+@refutes(reason="n = 2, the smallest sequence with a second token: (ln 2)^1.7 = 0.536")
+def test_length_aware_factor_exceeds_one():
+    # read the factor off the printed code: with d = 1, q_0 = k_0 = 1 and every other q, k = 0, row 0 of the
+    # attention is softmax(factor, 0, ..., 0), and V = I returns that row
+    q = torch.zeros(2, 1, dtype=torch.float64)
+    q[0, 0] = 1.0
+    row = _length_aware()(q, q.clone(), torch.eye(2, dtype=torch.float64))[0]
+    factor = math.log(row[0] / row[1])
+    record("(ln 2)^1.7 read from length_aware_attention", factor)
+    record("(ln 4096)^1.7: the factor at 4K, not 1 at a training length", polylog_multiplier(4096, 1.7))
+    claim_assert(factor > 1, "(ln n)^1.7 < 1 at n = 2: the factor flattens attention", n=2, factor=factor,
+                 formula=polylog_multiplier(2, 1.7))
+
+
+@pytest.mark.claim("spectral.snippet-length-aware-scaling-gt-one")
+@given(n=st.integers(3, 10**6))
+def test_length_aware_factor_exceeds_one_from_three_tokens(n):
+    claim_assert(polylog_multiplier(n, 1.7) > 1, "(ln n)^1.7 <= 1 for n >= 3", n=n)

@@ -1,0 +1,409 @@
+"""Matrix norms, random-matrix spectra, low-rank updates and the matrix views of attention.
+
+spectral.txt lines 272-315 (Marchenko-Pastur, spectral normalisation, pruning); linear-algebra.txt
+lines 5, 88-92 (multi-head as block-diagonal), 179-187 and 409-419 (graph diffusion), 193-216 (LoRA,
+DoRA), 291-342 (norms, spectral conditioning). Norms are checked against independent characterisations
+(duality, power iteration, sums of squares); identities also symbolically where they are algebraic.
+"""
+import math
+
+import pytest
+import sympy as sp
+import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from claimcheck import claim_assert, record, refutes
+from impl.lowrank import (column_norm, dora_weight, lora_delta, lora_parameter_count, lora_weight,
+                          singular_value_threshold, truncated_svd)
+from impl.softmax import stable_softmax
+from impl.spectral import (frobenius_norm, marchenko_pastur_density, marchenko_pastur_edges, nuclear_norm,
+                           singular_values, spectral_norm, spectral_normalize)
+from properties.strategies.spectral import (attention_matrices, gaussian, low_rank_factors, printed_code, real_matrices,
+                                            seeds)
+
+EPS64 = 2.0**-52
+
+
+def _tol(w: torch.Tensor) -> float:
+    """Backward-stable SVD: singular values carry absolute error ~ max(m, n) eps ||W||_2; allow 16x that."""
+    return 16 * max(w.shape) * EPS64 * max(spectral_norm(w).item(), 1e-300)
+
+
+def _numerical_rank(w: torch.Tensor) -> int:
+    s = singular_values(w)
+    return int((s > max(w.shape) * EPS64 * max(s[0].item(), 1e-300) * 16).sum()) if s.numel() else 0
+
+
+@pytest.mark.claim("linear-algebra.la-spectral-norm-equals-sigma-max", "spectral.spectral-normalization-definition",
+                   "spectral.spectral-normalization-lipschitz")
+@given(w=real_matrices(1, 8, 10.0), seed=seeds())
+def test_spectral_norm_is_the_largest_singular_value_and_normalisation_makes_it_one(w, seed):
+    assume(spectral_norm(w) > 1e-6)
+    s1 = spectral_norm(w).item()
+    x = gaussian((w.shape[1], 64), seed)
+    gains = torch.linalg.vector_norm(w @ x, dim=0) / torch.linalg.vector_norm(x, dim=0)
+    v1 = torch.linalg.svd(w).Vh[0]
+    claim_assert(gains.max().item() <= s1 * (1 + 1e-12) and abs(torch.linalg.vector_norm(w @ v1).item() - s1) <= _tol(w),
+                 "||W x|| / ||x|| exceeds s_1 or s_1 is not attained at v_1", w=w)
+    w_bar = spectral_normalize(w)
+    # Lipschitz constant of x -> W_bar x in l2 is ||W_bar||_2 = 1: attained at v_1, never exceeded
+    claim_assert(abs(spectral_norm(w_bar).item() - 1) <= 64 * max(w.shape) * EPS64, "||W / s_1||_2 != 1", w=w)
+
+
+@pytest.mark.claim("linear-algebra.la-frobenius-penalty-sum-of-squares", "linear-algebra.la-frobenius-sq-equals-sum-sigma-sq")
+@given(w=real_matrices(1, 8, 10.0))
+def test_frobenius_norm_squared_is_sum_of_squares_and_of_squared_singular_values(w):
+    direct = (w**2).sum().item()
+    claim_assert(abs(frobenius_norm(w).item() ** 2 - direct) <= 4 * w.numel() * EPS64 * max(direct, 1e-300),
+                 "||W||_F^2 != sum W_ij^2", w=w)
+    via_sigma = (singular_values(w) ** 2).sum().item()
+    claim_assert(abs(via_sigma - direct) <= 2 * _tol(w) * max(spectral_norm(w).item(), 1.0) * min(w.shape),
+                 "||W||_F^2 != sum s_i^2", w=w, direct=direct, via_sigma=via_sigma)
+
+
+@pytest.mark.claim("linear-algebra.la-frobenius-sq-equals-sum-sigma-sq")
+def test_frobenius_norm_squared_is_the_trace_of_w_transpose_w_symbolically():
+    w = sp.Matrix(2, 3, sp.symbols("w0:6", real=True))
+    # tr(W^T W) = sum of the eigenvalues of W^T W = sum of s_i^2 (the trace identity of test_spectral.py)
+    claim_assert(sp.expand((w.T * w).trace() - sum(x**2 for x in w)) == 0, "tr(W^T W) != sum W_ij^2")
+
+
+@pytest.mark.claim("linear-algebra.la-nuclear-norm-sum-singular-values", "linear-algebra.la-nuclear-norm-convex-surrogate-of-rank")
+@given(w=real_matrices(1, 6, 5.0), b=real_matrices(1, 6, 5.0), seed=seeds())
+def test_nuclear_norm_is_the_dual_of_the_spectral_norm_and_bounds_rank(w, b, seed):
+    u, s, vh = torch.linalg.svd(w, full_matrices=False)
+    nuc = nuclear_norm(w).item()
+    claim_assert(abs(torch.trace((u @ vh).T @ w).item() - nuc) <= _tol(w) * min(w.shape),
+                 "tr((U V^T)^T W) != sum s_i", w=w)
+    c = gaussian(tuple(w.shape), seed)
+    c = c / spectral_norm(c)
+    claim_assert(torch.trace(c.T @ w).item() <= nuc + _tol(w) * min(w.shape), "a contraction beats the nuclear norm "
+                 "in the dual pairing", w=w)
+    # on the spectral-norm unit ball the nuclear norm lies below the rank, and meets it at the partial isometries
+    # U_r V_r^T (the extreme points of the ball): with convexity, what makes it the convex envelope of the rank there
+    if spectral_norm(w) > 1e-6:
+        r = _numerical_rank(w)
+        claim_assert(nuclear_norm(w / spectral_norm(w)).item() <= r + 1e-9, "||W||_* > rank(W) on "
+                     "the unit spectral ball", w=w)
+        partial_isometry = u[:, :r] @ vh[:r]
+        claim_assert(abs(nuclear_norm(partial_isometry).item() - r) <= _tol(partial_isometry) * min(w.shape)
+                     and _numerical_rank(partial_isometry) == r, "||U_r V_r^T||_* != rank", w=w, rank=r)
+    if b.shape == w.shape:  # convexity: the triangle inequality of a norm
+        claim_assert(nuclear_norm(w + b) <= nuclear_norm(w) + nuclear_norm(b) + _tol(w + b) * min(w.shape),
+                     "||W + B||_* > ||W||_* + ||B||_*", w=w, b=b)
+
+
+@pytest.mark.claim("linear-algebra.la-nuclear-norm-forces-zero-singular-values")
+@given(w=real_matrices(1, 8, 5.0), tau=st.floats(0.0, 10.0))
+def test_singular_value_thresholding_zeroes_every_singular_value_below_tau(w, tau):
+    out = singular_value_threshold(w, tau)
+    s = singular_values(w)
+    expected = int((s > tau).sum())
+    got = int((singular_values(out) > 1e-9 * max(1.0, s[0].item())).sum())
+    # ties within rounding of tau are excluded
+    assume(((s - tau).abs() > 1e-6).all())
+    claim_assert(got == expected, "SVT does not set the singular values <= tau to zero", w=w, tau=tau, rank=got)
+
+
+def _nn_linear_weight(m: int, n: int, seed: int) -> torch.Tensor:
+    torch.manual_seed(seed)
+    return torch.nn.Linear(n, m, bias=False).weight.detach().double()  # kaiming_uniform(a = sqrt 5): var 1 / (3 n)
+
+
+def _mp_kolmogorov_distance(values: torch.Tensor, m: int, n: int, variance: float) -> float:
+    """sup_x |F_emp(x) - F_MP(x)| for the eigenvalue law of W W^T (m <= n, entry variance v)."""
+    a, b = marchenko_pastur_edges(m, n, variance)
+    grid = torch.linspace(a, b, 4001, dtype=torch.float64)
+    cdf = torch.cumulative_trapezoid(marchenko_pastur_density(grid, m, n, variance), grid)
+    emp = torch.searchsorted(values.sort().values.contiguous(), grid[1:].contiguous(), right=True).double() / len(values)
+    return (emp - cdf).abs().max().item()
+
+
+M, N = 256, 512  # nn.Linear(512, 256): weight (256, 512), fan_in 512, entry variance 1 / (3 * 512)
+V = 1 / (3 * N)
+
+
+@pytest.mark.claim("spectral.init-weight-singular-values-marchenko-pastur", "spectral.mp-density-explicit",
+                   "spectral.mp-support-edges")
+def test_squared_singular_values_of_an_initialised_layer_follow_marchenko_pastur():
+    lam = singular_values(_nn_linear_weight(M, N, 50)) ** 2
+    a, b = marchenko_pastur_edges(M, N, variance=V)
+    record("Marchenko-Pastur edges of sigma^2 for nn.Linear(512, 256)", [a, b])
+    record("observed min/max sigma^2", [lam.min().item(), lam.max().item()])
+    # finite-size edge fluctuations are O(n^-2/3) (Tracy-Widom): 5% of b covers them at n = 512
+    claim_assert(lam.max() <= b * 1.05 and lam.min() >= a - 0.05 * b, "sigma^2 leaves [a, b]", edges=[a, b],
+                 observed=[lam.min(), lam.max()])
+    x = torch.linspace(a, b, 20001, dtype=torch.float64)
+    p = marchenko_pastur_density(x, M, N, V)
+    mass, mean = torch.trapezoid(p, x).item(), torch.trapezoid(p * x, x).item()
+    claim_assert(abs(mass - 1) <= 1e-3 and abs(mean - V * N) <= 1e-3, "the explicit density does not integrate to 1 "
+                 "with mean v n", mass=mass, mean=mean)
+    # the empirical law of 256 eigenvalues is within O(1/m) of its limit in Kolmogorov distance
+    ks = _mp_kolmogorov_distance(lam, M, N, V)
+    record("Kolmogorov distance of sigma^2 to MP", ks)
+    claim_assert(ks <= 0.03, "the squared singular values do not follow the MP law", ks_distance=ks)
+
+
+@pytest.mark.claim("spectral.init-weight-singular-values-marchenko-pastur")
+@refutes(reason="one torch.nn.Linear(512, 256) at its default initialisation (Kaiming uniform, a = sqrt 5), the "
+                "standard initialisation the document names")
+def test_singular_values_of_an_initialised_layer_follow_marchenko_pastur():
+    s = singular_values(_nn_linear_weight(M, N, 50))
+    ks = _mp_kolmogorov_distance(s, M, N, V)
+    claim_assert(ks <= 0.03, "the singular values themselves are far from the MP law (which is the law of their "
+                 "squares)", ks_distance_sigma=ks, ks_distance_sigma_squared=_mp_kolmogorov_distance(s**2, M, N, V))
+
+
+@pytest.mark.claim("spectral.mp-support-edges")
+@refutes(reason="one torch.nn.Linear(512, 256) at its default initialisation: the edges (1 -+ sqrt(m/n))^2 assume "
+                "entry variance 1/n, the default init has 1/(3n)")
+def test_spectrum_of_an_initialised_layer_fills_one_minus_to_one_plus_sqrt_ratio_squared():
+    s = singular_values(_nn_linear_weight(M, N, 50))
+    a, b = (1 - math.sqrt(M / N)) ** 2, (1 + math.sqrt(M / N)) ** 2
+    claim_assert(s.max() >= 0.9 * b or (s**2).max() >= 0.9 * b, "neither sigma nor sigma^2 reaches the printed upper "
+                 "edge (1 + sqrt(m/n))^2", printed_edges=[a, b], sigma_range=[s.min(), s.max()],
+                 sigma_squared_range=[(s**2).min(), (s**2).max()])
+
+
+@pytest.mark.claim("linear-algebra.la-lora-update-alpha-over-r-ba", "linear-algebra.la-lora-shapes-and-rank-bound",
+                   "linear-algebra.la-summary-low-rank-lora-qkv-ffn", "linear-algebra.la-intro-variants-are-matrix-factorizations")
+@given(factors=low_rank_factors(), alpha=st.floats(0.5, 32.0))
+def test_lora_update_has_rank_at_most_r_and_r_d_plus_k_parameters(factors, alpha):
+    b, a = factors
+    (d, r), k = b.shape, a.shape[1]
+    delta = lora_delta(b, a, alpha)
+    w = gaussian((d, k), 51)
+    claim_assert(delta.shape == (d, k) and _numerical_rank(delta) <= r, "rank(alpha/r B A) > r", d=d, k=k, r=r)
+    claim_assert((lora_weight(w, b, a, alpha) - w - alpha / r * (b @ a)).abs().max() <= 1e-12 * max(1.0, delta.abs().max()),
+                 "W' != W + (alpha / r) B A", r=r)
+    claim_assert(lora_parameter_count(d, k, r) == b.numel() + a.numel() == r * (d + k), "parameters != r (d + k)")
+
+
+@pytest.mark.claim("linear-algebra.la-dora-magnitude-direction-formula", "linear-algebra.la-dora-magnitude-shape-1xk",
+                   "linear-algebra.la-dora-direction-unit-column-norm")
+@given(factors=low_rank_factors(), seed=seeds())
+def test_dora_columns_have_norm_m_and_reduce_to_w0_at_initialisation(factors, seed):
+    b, a = factors
+    d, k = b.shape[0], a.shape[1]
+    w0 = gaussian((d, k), seed)
+    v = w0 + b @ a
+    assume(bool((column_norm(v) > 1e-6).all()))
+    m = column_norm(w0).abs() + 0.5  # any positive magnitudes, one per column: (1, k)
+    w = dora_weight(w0, b, a, m)
+    claim_assert(m.shape == (1, k) and (column_norm(v / column_norm(v)) - 1).abs().max() <= 1e-12,
+                 "V / ||V||_c does not have unit columns", seed=seed)
+    claim_assert((column_norm(w) - m).abs().max() <= 1e-12 * m.max(), "||W'||_c != m", seed=seed)
+    at_init = dora_weight(w0, torch.zeros_like(b), a, column_norm(w0))
+    claim_assert((at_init - w0).abs().max() <= 1e-12 * max(1.0, w0.abs().max().item()), "m = ||W0||_c, B = 0 does not "
+                 "give W' = W0", seed=seed)
+
+
+def _mha(x, wq, wk, wv, wo, h):
+    """Multi-head attention with head i using columns i*d_k:(i+1)*d_k of W_Q, W_K, W_V and rows of W_O."""
+    d_k = wq.shape[1] // h
+    heads = []
+    for i in range(h):
+        cols = slice(i * d_k, (i + 1) * d_k)
+        a = stable_softmax((x @ wq[:, cols]) @ (x @ wk[:, cols]).T / math.sqrt(d_k))
+        heads.append((a, x @ wv[:, cols]))
+    return heads, torch.cat([a @ v for a, v in heads], dim=1) @ wo
+
+
+@pytest.mark.claim("spectral.multihead-as-block-diagonal-direct-sum", "multi-head.la-obs2-blockdiag-formula",
+                   "multi-head.la-intro-mha-block-diagonal-low-rank", "multi-head.la-obs2-mha-block-diagonal-low-rank")
+@given(seed=seeds(), n=st.integers(1, 5), h=st.integers(1, 3), d_k=st.integers(1, 3))
+def test_multi_head_output_is_row_of_heads_times_block_diagonal_values(seed, n, h, d_k):
+    d = h * d_k
+    x, wq, wk, wv, wo = (gaussian(s, seed + i) for i, s in enumerate([(n, d), (d, d), (d, d), (d, d), (d, d)]))
+    heads, y = _mha(x, wq, wk, wv, wo, h)
+    row = torch.cat([a for a, _ in heads], dim=1)  # [A_1 ... A_h]: (n, h n)
+    block = torch.block_diag(*[v for _, v in heads])  # blockdiag(X W_V^1, ..., X W_V^h): (h n, d)
+    claim_assert((row @ block @ wo - y).abs().max() <= 1e-10 * max(1.0, y.abs().max().item()),
+                 "MHA != [A_1 ... A_h] blockdiag(X W_V^i) W_O", seed=seed)
+    # the per-head score forms are the full-width form split by block-diagonal projectors, each of rank <= d_k
+    full = x @ wq @ (x @ wk).T
+    per_head = [x @ wq[:, i * d_k:(i + 1) * d_k] @ (x @ wk[:, i * d_k:(i + 1) * d_k]).T for i in range(h)]
+    claim_assert((sum(per_head) - full).abs().max() <= 1e-10 * max(1.0, full.abs().max().item())
+                 and all(_numerical_rank(wq[:, i * d_k:(i + 1) * d_k] @ wk[:, i * d_k:(i + 1) * d_k].T) <= d_k
+                         for i in range(h)), "head score forms are not rank-d_k blocks summing to Q K^T", seed=seed)
+
+
+@pytest.mark.claim("spectral.multihead-as-block-diagonal-direct-sum")
+@refutes(reason="n = 3 tokens, h = 2 heads of width 2: the smallest case with two heads and n != d_k")
+def test_multi_head_output_is_the_direct_sum_of_head_outputs():
+    n, h, d_k = 3, 2, 2
+    d = h * d_k
+    heads, y = _mha(gaussian((n, d), 52), *(gaussian((d, d), 53 + i) for i in range(4)), h)
+    direct_sum = torch.block_diag(*[a @ v for a, v in heads])
+    claim_assert(direct_sum.shape == y.shape, "the direct sum of A_i V_i is (h n, h d_k), MHA outputs (n, d): heads "
+                 "are concatenated side by side, not stacked on a diagonal", direct_sum=tuple(direct_sum.shape),
+                 mha_output=tuple(y.shape))
+
+
+@pytest.mark.claim("multi-head.la-obs2-blockdiag-formula")
+@refutes(reason="n = 3 tokens, d = 4, h = 2: the smallest case with h n != d")
+def test_x_wq_times_blockdiag_of_attention_matrices_is_defined():
+    n, d, h = 3, 4, 2
+    left = gaussian((n, d), 54) @ gaussian((d, d), 55)  # X W^Q: (n, d)
+    blocks = torch.block_diag(*[stable_softmax(gaussian((n, n), 56 + i)) for i in range(h)])  # (h n, h n)
+    claim_assert(left.shape[1] == blocks.shape[0], "X W^Q (n x d) cannot multiply BlockDiag(A_1..A_h) (hn x hn)",
+                 x_wq=tuple(left.shape), blockdiag=tuple(blocks.shape))
+
+
+@pytest.mark.claim("multi-head.la-obs2-rank-h-claim")
+@refutes(reason="h = 2 heads on n = 3 tokens with random logits: the smallest case with more than one head")
+def test_block_diagonal_of_attention_matrices_has_rank_h():
+    blocks = torch.block_diag(*[stable_softmax(gaussian((3, 3), 57 + i)) for i in range(2)])
+    claim_assert(_numerical_rank(blocks) == 2, "BlockDiag(A_1, A_2) has rank 2 n = 6, not h = 2",
+                 rank=_numerical_rank(blocks))
+
+
+@pytest.mark.claim("multi-head.la-obs2-rank-h-claim")
+@given(h=st.integers(1, 4), seed=seeds())
+def test_block_diagonal_rank_is_the_sum_of_block_ranks(h, seed):
+    blocks = [stable_softmax(gaussian((4, 4), seed + i) * 3) for i in range(h)]
+    claim_assert(_numerical_rank(torch.block_diag(*blocks)) == sum(_numerical_rank(b) for b in blocks),
+                 "rank of a block-diagonal matrix != sum of block ranks", h=h, seed=seed)
+
+
+@pytest.mark.claim("linear-algebra.la-laplacian-d-minus-a")
+@given(a=attention_matrices(1, 8))
+def test_attention_laplacian_is_identity_minus_a_and_kills_constants(a):
+    n = a.shape[0]
+    lap = torch.diag(a.sum(-1)) - a
+    claim_assert((lap - (torch.eye(n, dtype=torch.float64) - a)).abs().max() <= 2 * n * EPS64
+                 and (lap @ torch.ones(n, dtype=torch.float64)).abs().max() <= 4 * n * EPS64,
+                 "D != I or L 1 != 0 for a row-stochastic A", a=a)
+
+
+@pytest.mark.claim("linear-algebra.la-diffusion-residual-attention-update", "linear-algebra.la-laplacian-diffusion-rewrite",
+                   "linear-algebra.la-diffusion-divide-by-eta-equivalence")
+def test_residual_attention_update_equals_laplacian_form_plus_a_tokenwise_term_symbolically():
+    n, d = 2, 2
+    a = sp.Matrix(n, n, sp.symbols("a0:4"))
+    x, w = sp.Matrix(n, d, sp.symbols("x0:4")), sp.Matrix(d, d, sp.symbols("w0:4"))
+    eta = sp.Symbol("eta", nonzero=True)
+    lap = sp.eye(n) - a  # D = I for a row-stochastic A
+    residual = x + a * x * w
+    claim_assert(sp.expand(residual - (x + x * w - lap * x * w)) == sp.zeros(n, d), "X + A X W != X + X W - L X W")
+    claim_assert(sp.expand((residual - x) / eta - a * x * w / eta) == sp.zeros(n, d), "dividing by eta changed the update")
+
+
+@pytest.mark.claim("linear-algebra.la-diffusion-residual-attention-update")
+@refutes(reason="n = 2 tokens carrying the same vector (a consensus state) with W = I: a diffusion step leaves such "
+                "a state unchanged")
+def test_residual_attention_update_is_a_diffusion():
+    x = torch.ones(2, 2, dtype=torch.float64)
+    a = stable_softmax(gaussian((2, 2), 58))
+    step = x + a @ x @ torch.eye(2, dtype=torch.float64)
+    claim_assert((step - x).abs().max() <= 1e-12, "X + A X W moves a consensus state (it doubles it): A X W is an "
+                 "averaging, not a diffusion (A - I) X W", x=x, updated=step)
+
+
+@pytest.mark.claim("linear-algebra.la-laplacian-diffusion-rewrite")
+@refutes(reason="n = 2 tokens, d = 2, eta = 1, one seeded A, X, W: any X W != 0 separates the two updates")
+def test_laplacian_form_rewrites_the_residual_attention_update():
+    a, x, w = stable_softmax(gaussian((2, 2), 59)), gaussian((2, 2), 60), gaussian((2, 2), 61)
+    lap = torch.eye(2, dtype=torch.float64) - a
+    claim_assert((x + a @ x @ w - (x - lap @ x @ w)).abs().max() <= 1e-12, "X + A X W and X - L X W differ by exactly X W (eta = 1)",
+                 line_181=x + a @ x @ w, line_417=x - lap @ x @ w)
+
+
+@pytest.mark.claim("linear-algebra.la-diffusion-eta-to-zero-continuous-limit", "linear-algebra.la-summary-diffusion-view")
+@refutes(reason="n = 2 tokens, fixed seeded A, X, W (as in the document, W does not depend on eta), eta = 1e-1, "
+                "1e-3, 1e-6")
+def test_divided_update_has_a_finite_limit_as_eta_goes_to_zero():
+    a, x, w = stable_softmax(gaussian((2, 2), 62)), gaussian((2, 2), 63), gaussian((2, 2), 64)
+    rates = [torch.linalg.matrix_norm(a @ x @ w / eta).item() for eta in (1e-1, 1e-3, 1e-6)]
+    claim_assert(rates[-1] <= 10 * rates[0], "(1/eta) A X W diverges as eta -> 0 with W fixed", norms=rates)
+
+
+@pytest.mark.claim("linear-algebra.la-diffusion-eta-to-zero-continuous-limit", "linear-algebra.la-summary-diffusion-view",
+                   "linear-algebra.la-laplacian-diffusion-neural-ode")
+def test_euler_steps_with_weights_scaled_by_eta_converge_to_the_matrix_ode():
+    a, x0, w = stable_softmax(gaussian((3, 3), 65)), gaussian((3, 2), 66), gaussian((2, 2), 67)
+    # dX/dt = A X W~ is linear in vec(X): d vec(X)/dt = (W~^T kron A) vec(X)
+    vec_x0 = x0.T.contiguous().reshape(-1)  # column-major vec
+    exact = (torch.linalg.matrix_exp(torch.kron(w.T.contiguous(), a)) @ vec_x0).reshape(2, 3).T
+    errors = []
+    for steps in (100, 1000):
+        x, eta = x0.clone(), 1.0 / steps
+        for _ in range(steps):
+            x = x + a @ x @ (eta * w)  # the residual update with W = eta W~
+        errors.append((x - exact).abs().max().item())
+    record("Euler error at eta = 1e-2, 1e-3", errors)
+    claim_assert(errors[1] < errors[0] / 5, "the Euler error does not fall like eta", errors=errors)
+    # W = I, X_{l+1} = X_l - eta L X_l: explicit Euler of the heat equation; it converges to consensus 1 pi^T X_0
+    x = x0.clone()
+    for _ in range(2000):
+        x = x - 0.05 * (torch.eye(3, dtype=torch.float64) - a) @ x
+    spread = (x - x.mean(0)).abs().max().item()
+    claim_assert(spread <= 1e-9, "the graph heat equation does not reach consensus", spread=spread)
+
+
+@pytest.mark.claim("linear-algebra.la-laplacian-diffusion-neural-ode")
+@refutes(reason="n = 3 tokens, W = -I, eta = 0.05, 200 steps: the smallest sign flip of W; a heat equation damps "
+                "differences between tokens")
+def test_laplacian_update_is_a_diffusion_for_any_w():
+    a, x = stable_softmax(gaussian((3, 3), 68)), gaussian((3, 2), 69)
+    spread0 = (x - x.mean(0)).abs().max().item()
+    for _ in range(200):
+        x = x - 0.05 * (torch.eye(3, dtype=torch.float64) - a) @ x @ (-torch.eye(2, dtype=torch.float64))
+    spread = (x - x.mean(0)).abs().max().item()
+    claim_assert(spread <= spread0, "with W = -I the update is a backward heat equation: token differences grow",
+                 spread_before=spread0, spread_after=spread)
+
+
+def _spectral_condition():
+    ns = printed_code("optimization.snippet-la-spectral-conditioned-attention").namespace
+    return ns["SpectralConditionedAttention"](8, 2)
+
+
+@pytest.mark.claim("linear-algebra.spectral-condition-clamps-singular-values", "optimization.spectral-condition-kappa-bound-100")
+@given(w=real_matrices(1, 8, 10.0))
+def test_spectral_condition_clamps_singular_values_to_the_interval(w):
+    out = _spectral_condition().spectral_condition(w).detach()
+    s = singular_values(out)
+    claim_assert(bool((s >= 0.01 * (1 - 1e-9)).all()) and bool((s <= 1.0 * (1 + 1e-9)).all()),
+                 "a singular value left [0.01, 1]", w=w, singular_values=s)
+    claim_assert((s[0] / s[-1]).item() <= 100 * (1 + 1e-9), "condition number above 100", w=w)
+    expected = torch.clamp(singular_values(w), 0.01, 1.0)
+    claim_assert((s - expected).abs().max() <= 1e-9, "the singular values are not clamp(s, 0.01, 1)", w=w)
+
+
+@pytest.mark.claim("linear-algebra.la-intro-variants-are-matrix-factorizations")
+@refutes(reason="a rank-one 4 x 4 weight: spectral conditioning lifts its three zero singular values to 0.01")
+def test_spectral_conditioning_is_a_low_rank_factorisation():
+    w = torch.outer(gaussian((4,), 70), gaussian((4,), 71))
+    out = _spectral_condition().spectral_condition(w).detach()
+    claim_assert(_numerical_rank(out) <= _numerical_rank(w), "clamping raises the rank from 1 to 4: it is a "
+                 "spectral modification, not a factorisation or approximation", rank_before=_numerical_rank(w),
+                 rank_after=_numerical_rank(out), singular_values=singular_values(out))
+
+
+@pytest.mark.claim("optimization.spectral-conditioned-attention-forward-returns-none")
+@refutes(reason="one call on a (1, 3, 8) input: the forward body ends at the placeholder comment")
+def test_spectral_conditioned_attention_forward_returns_the_attention_output():
+    out = _spectral_condition()(torch.randn(1, 3, 8))
+    claim_assert(out is not None, "forward() returns None", returned=repr(out))
+
+
+@pytest.mark.claim("linear-algebra.la-summary-low-rank-lora-qkv-ffn")
+@refutes(reason="a GELU FFN with d = 8, d_ff = 32 (the 4x width of the document's FFN) at one seeded input")
+def test_ffn_is_a_low_rank_map():
+    torch.manual_seed(72)
+    ffn = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).double()
+    jac = torch.func.jacrev(ffn)(gaussian((8,), 73))
+    claim_assert(_numerical_rank(jac) < 8, "the FFN's Jacobian has full rank d = 8: the FFN is not low rank",
+                 rank=_numerical_rank(jac), d=8)
+
+
+@pytest.mark.claim("linear-algebra.la-intro-qkv-three-matmuls")
+@given(seed=seeds(), n=st.integers(1, 6), d=st.integers(1, 6), d_k=st.integers(1, 4))
+def test_fused_qkv_projection_is_three_matrix_products(seed, n, d, d_k):
+    x, w = gaussian((n, d), seed), gaussian((d, 3 * d_k), seed + 1)  # [W^Q W^K W^V] side by side
+    q, k, v = (x @ w).split(d_k, dim=1)
+    for got, part in zip((q, k, v), w.split(d_k, dim=1)):
+        claim_assert((got - x @ part).abs().max() <= 1e-12 * max(1.0, got.abs().max().item()),
+                     "a slice of X [W^Q W^K W^V] is not X W", seed=seed)

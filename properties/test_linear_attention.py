@@ -1,0 +1,267 @@
+"""Linear attention, the implicit-attention form and the Gated DeltaNet snippet (linear-algebra.txt 220-287).
+
+* associativity ``phi(Q) (phi(K)^T V) = (phi(Q) phi(K)^T) V`` and exact FLOP counts of both orders,
+  checked against ``torch.utils.flop_counter``;
+* the scalar-gated implicit form (line 242) against its recurrence, and against the delta rule, whose
+  matrix-valued transitions it cannot express: in any scalar-gated form the weight of v_1 in y_3 factors
+  as g(x_2, x_3) h(x_1, x_3), so on a 2 x 2 grid of choices for x_1 and x_2 the weights form a rank-one
+  matrix; the delta rule gives a rank-two one;
+* the printed GatedDeltaNet against Yang et al.'s recurrence and the gate-after variant it implements.
+"""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.flop_counter import FlopCounterMode
+
+from claimcheck import claim_assert, record, refutes
+from impl.critical_scaling import loglog_fit
+from impl.linear_attention import (elu_plus_one, gated_delta_rule, gated_delta_rule_gate_after, gated_linear_recurrence,
+                                   hidden_attention_matrix, implicit_attention_matrix, linear_attention,
+                                   linear_attention_flops, normalized_linear_attention, output_coefficients,
+                                   positive_random_features, quadratic_attention_flops, quadratic_form_linear_attention,
+                                   selective_scan, trigonometric_random_features)
+from impl.lowrank import nystrom
+from properties.assertions import assert_within_reference_error
+from properties.strategies.spectral import gaussian, printed_code, seeds
+
+
+@st.composite
+def sequences(draw, max_n: int = 8, max_d: int = 4):
+    """(q, k, v) float64 with q, k (n, d), v (n, d_v), and a seed for gates."""
+    n, d, d_v = draw(st.integers(1, max_n)), draw(st.integers(1, max_d)), draw(st.integers(1, max_d))
+    seed = draw(seeds())
+    return gaussian((n, d), seed), gaussian((n, d), seed + 1), gaussian((n, d_v), seed + 2), seed
+
+
+@pytest.mark.claim("linear-attention.la-linear-attn-associativity")
+@given(qkv=sequences(max_n=12, max_d=6))
+def test_linear_attention_orders_agree_within_float32_rounding(qkv):
+    q, k, v, _ = qkv
+    pq, pk = elu_plus_one(q), elu_plus_one(k)
+    oracle = quadratic_form_linear_attention(pq, pk, v)
+    claim_assert((linear_attention(pq, pk, v) - oracle).abs().max() <= 1e-12 * max(1.0, oracle.abs().max().item()),
+                 "phi(Q)(phi(K)^T V) != (phi(Q) phi(K)^T) V in float64", q=q, k=k)
+    # float32: the summary-first order errs no more than 4x the naive (n x n) order, vs the float64 oracle
+    f32 = [t.float() for t in (pq, pk, v)]
+    assert_within_reference_error(linear_attention(*f32), oracle, quadratic_form_linear_attention(*f32), c=4.0,
+                                  what="phi(Q)(phi(K)^T V), float32")
+
+
+@pytest.mark.claim("linear-attention.la-linear-attn-associativity")
+def test_flops_of_the_two_orders_are_4_n_d_dv_and_2_n2_d_plus_dv():
+    d, d_v, ns = 8, 8, [64, 128, 256, 512]
+    linear, quadratic = [], []
+    for n in ns:
+        pq, pk, v = (torch.rand(n, d), torch.rand(n, d), torch.rand(n, d_v))
+        with FlopCounterMode(display=False) as lin:
+            linear_attention(pq, pk, v)
+        with FlopCounterMode(display=False) as quad:
+            quadratic_form_linear_attention(pq, pk, v)
+        claim_assert(lin.get_total_flops() == linear_attention_flops(n, d, d_v) == 4 * n * d * d_v
+                     and quad.get_total_flops() == quadratic_attention_flops(n, d, d_v) == 2 * n * n * (d + d_v),
+                     "counted FLOPs differ from the formulas", n=n, counted=[lin.get_total_flops(), quad.get_total_flops()])
+        linear.append(linear_attention_flops(n, d, d_v))
+        quadratic.append(quadratic_attention_flops(n, d, d_v))
+    for name, y in (("phi(Q)(phi(K)^T V)", linear), ("(phi(Q) phi(K)^T) V", quadratic)):
+        record(f"series[FLOPs vs n, {name}, d=d_v=8]", {"n": ns, "y": y})
+        fit = loglog_fit(torch.tensor(ns), torch.tensor(y, dtype=torch.float64))
+        record(f"fit[FLOPs vs n, {name}]", fit.as_figure())
+
+
+@pytest.mark.claim("linear-attention.la-linear-attn-is-nystrom")
+@refutes(reason="n = 8 queries and keys of width 4 (seeded), softmax kernel exp(Q K^T / 2): a Nystrom "
+                "approximation reproduces its landmark columns exactly; elu+1 linear attention matches none")
+def test_feature_map_linear_attention_is_the_nystrom_approximation():
+    q, k = gaussian((8, 4), 80), gaussian((8, 4), 81)
+    kernel = torch.exp(q @ k.T / 2)
+    linear = elu_plus_one(q) @ elu_plus_one(k).T
+    best_column = ((linear - kernel).abs().max(dim=0).values / kernel.abs().max(dim=0).values).min().item()
+    claim_assert(best_column <= 1e-6, "no column of phi(Q) phi(K)^T equals a column of the softmax kernel",
+                 best_relative_column_error=best_column)
+
+
+@pytest.mark.claim("linear-attention.la-linear-attn-is-nystrom")
+@given(seed=seeds(), n=st.integers(2, 8), m=st.integers(1, 4))
+def test_nystrom_reproduces_its_landmark_columns(seed, n, m):
+    q, k = gaussian((n, 4), seed), gaussian((n, 4), seed + 1)
+    kernel = torch.exp(q @ k.T / 2)
+    landmarks = list(range(min(m, n)))
+    approx = nystrom(kernel, landmarks)
+    cond = torch.linalg.cond(kernel[landmarks][:, landmarks]).item()
+    # pinv of the landmark block amplifies rounding by its condition number
+    claim_assert((approx[:, landmarks] - kernel[:, landmarks]).abs().max() <= 1e-9 * cond * kernel.abs().max(),
+                 "Nystrom does not reproduce the landmark columns", seed=seed, condition_number=cond)
+
+
+@pytest.mark.claim("linear-attention.la-qk-approx-phi-phi")
+@refutes()
+@given(qkv=sequences(max_n=6, max_d=4))
+def test_elu_plus_one_features_approximate_q_k_transpose(qkv):
+    q, k, _, _ = qkv
+    logits, approx = q @ k.T, elu_plus_one(q) @ elu_plus_one(k).T
+    claim_assert(bool((torch.sign(logits) == torch.sign(approx)).all()) or bool((logits >= 0).all()),
+                 "phi(Q) phi(K)^T > 0 everywhere while Q K^T has negative entries", q=q, k=k, qk=logits, approx=approx)
+
+
+@pytest.mark.claim("linear-attention.la-qk-approx-phi-phi", "linear-attention.la-performer-random-fourier-features")
+def test_random_features_estimate_the_softmax_kernel_without_bias():
+    q, k = gaussian((4, 4), 82) * 0.5, gaussian((4, 4), 83) * 0.5
+    target = torch.exp(q @ k.T)
+    for name, phi in (("positive", positive_random_features), ("trigonometric", trigonometric_random_features)):
+        draws = torch.stack([phi(q, omega) @ phi(k, omega).T
+                             for omega in (gaussian((64, 4), 1000 + i) for i in range(200))])
+        mean, sem = draws.mean(0), draws.std(0) / math.sqrt(200)
+        z = ((mean - target).abs() / sem).max().item()
+        record(f"max |mean - exp(q.k)| / s.e. ({name}, 200 draws of 64 features)", z)
+        # unbiased: each of the 16 entries within 6 standard errors (two-sided 2e-9 per entry)
+        claim_assert(z <= 6, f"{name} random features are biased for exp(q.k)", z=z)
+        if name == "positive":
+            claim_assert(bool((draws > 0).all()), "positive random features gave a non-positive estimate")
+        else:
+            record("share of negative trigonometric estimates", (draws < 0).double().mean().item())
+
+
+@pytest.mark.claim("linear-attention.la-linear-transformer-elu-plus-one")
+@given(qkv=sequences())
+def test_elu_plus_one_linear_attention_gives_convex_combinations(qkv):
+    q, k, v, _ = qkv
+    out = normalized_linear_attention(elu_plus_one(q), elu_plus_one(k), v)
+    claim_assert(bool((elu_plus_one(q) > 0).all()) and bool((out <= v.max(0).values + 1e-12).all())
+                 and bool((out >= v.min(0).values - 1e-12).all()), "an output leaves the box spanned by the values",
+                 q=q, k=k)
+
+
+def _gates(seed: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.sigmoid(gaussian((n,), seed + 3)), torch.sigmoid(gaussian((n,), seed + 4))
+
+
+@pytest.mark.claim("linear-attention.la-implicit-attn-scalar-gated-formula",
+                   "linear-attention.la-implicit-attn-phi-psi-feature-maps-alpha-gates",
+                   "linear-attention.la-implicit-attn-matrix-state-view", "linear-attention.la-intro-unified-matrix-state-recurrence")
+@given(qkv=sequences())
+def test_scalar_gated_recurrence_equals_the_implicit_attention_sum(qkv):
+    q, k, v, seed = qkv
+    alpha, _ = _gates(seed, k.shape[0])
+    pq, pk = elu_plus_one(q), elu_plus_one(k)  # phi, psi
+    rec = gated_linear_recurrence(pq, pk, v, alpha)
+    implicit = implicit_attention_matrix(pq, pk, alpha) @ v
+    claim_assert((rec - implicit).abs().max() <= 1e-12 * max(1.0, implicit.abs().max().item()),
+                 "the recurrence differs from sum_i (prod alpha_j) phi(q_t)^T psi(k_i) v_i", seed=seed)
+
+
+def _weight_of_v1_in_y3(layer, keys: list[torch.Tensor], q3: torch.Tensor) -> float:
+    """Coefficient C_31 of v_1 in y_3 for a 3-token sequence with the given keys (beta = alpha = 1)."""
+    q = torch.stack([q3, q3, q3])
+    k = torch.stack(keys)
+    ones = torch.ones(3, dtype=torch.float64)
+    return output_coefficients(lambda v: layer(q, k, v, ones, ones), 3)[2, 0].item()
+
+
+def _grid(layer) -> torch.Tensor:
+    """C_31 over x_1 in {key e_1, key e_2} and x_2 in {key e_1, key e_2}; x_3 has key e_3, query e_1 + e_2."""
+    e = torch.eye(3, dtype=torch.float64)
+    q3 = e[0] + e[1]
+    return torch.tensor([[_weight_of_v1_in_y3(layer, [k1, k2, e[2]], q3) for k2 in (e[0], e[1])] for k1 in (e[0], e[1])],
+                        dtype=torch.float64)
+
+
+@pytest.mark.claim("linear-attention.la-implicit-attn-covers-gated-deltanet")
+@refutes(reason="three tokens (the least with a token between v_1 and y_3), unit keys e_1 / e_2 for tokens 1 and 2, "
+                "key e_3 and query e_1 + e_2 for token 3, beta = alpha = 1: any scalar-gated form makes the 2 x 2 grid "
+                "of weights C_31 rank one")
+def test_gated_delta_rule_has_the_scalar_gated_implicit_form():
+    grid = _grid(lambda q, k, v, a, b: gated_delta_rule(q, k, v, a, b))
+    det = torch.linalg.det(grid).item()
+    claim_assert(abs(det) <= 1e-12, "the delta rule's weights on the grid form a rank-two matrix: no alpha, phi, psi "
+                 "can write them as (prod alpha_j) phi(q_3)^T psi(k_1)", grid=grid, determinant=det)
+
+
+@pytest.mark.claim("linear-attention.la-implicit-attn-covers-gated-deltanet")
+@given(seed=seeds())
+@settings(max_examples=20)  # 8 small recurrences per example
+def test_scalar_gated_recurrences_give_rank_one_grids(seed):
+    e = torch.eye(3, dtype=torch.float64)
+    gates = torch.sigmoid(gaussian((4,), seed))  # alpha of x_2 in {e_1, e_2} (and of x_3)
+
+    def gated(q, k, v, a, b):  # alpha_j depends on token j only, as in RetNet / Mamba-2
+        alpha = torch.stack([gates[0], gates[0] if torch.equal(k[1], e[0]) else gates[1], gates[2]])
+        return gated_linear_recurrence(elu_plus_one(q), elu_plus_one(k), v, alpha)
+
+    grid = _grid(gated)
+    claim_assert(abs(torch.linalg.det(grid).item()) <= 1e-12 * grid.abs().max().item() ** 2,
+                 "a scalar-gated recurrence gave a rank-two grid", grid=grid, seed=seed)
+
+
+@pytest.mark.claim("linear-attention.la-intro-unified-matrix-state-recurrence",
+                   "linear-attention.la-implicit-attn-matrix-state-view")
+@refutes(reason="one token with the same k_1 = e_1, v_1 = 1 and gate beta_1 = 1 but gates alpha_1 = 0.5 vs 0.9 on a "
+                "nonzero state: the smallest case where f must see the gate")
+def test_state_update_is_a_function_of_previous_state_key_and_value_only():
+    k, v = torch.eye(2, dtype=torch.float64), torch.ones(2, 1, dtype=torch.float64)
+    q = torch.ones(2, 2, dtype=torch.float64)  # q_t = e_1 + e_2 reads the whole state
+    beta = torch.ones(2, dtype=torch.float64)
+    y_a = gated_delta_rule(q, k, v, torch.tensor([1.0, 0.5], dtype=torch.float64), beta)
+    y_b = gated_delta_rule(q, k, v, torch.tensor([1.0, 0.9], dtype=torch.float64), beta)
+    claim_assert(torch.equal(y_a, y_b), "same S_{t-1}, k_t, v_t but different S_t: the update also depends on the "
+                 "token's gates alpha_t (and beta_t)", y_alpha_05=y_a, y_alpha_09=y_b)
+
+
+def _snippet_model(d_model: int = 4, d_state: int = 3):
+    cls = printed_code("linear-attention.snippet-la-gated-deltanet").namespace["GatedDeltaNet"]
+    torch.manual_seed(7)
+    return cls(d_model, d_state)
+
+
+def _snippet_inputs(model, x: torch.Tensor):
+    with torch.no_grad():
+        return (model.W_q(x), model.W_k(x), model.W_v(x), torch.sigmoid(model.W_beta(x)), torch.sigmoid(model.W_alpha(x)))
+
+
+@pytest.mark.claim("linear-attention.gated-deltanet-snippet-delta-rule-comment", "linear-attention.gated-deltanet-snippet-sk-shape",
+                   "linear-attention.gated-deltanet-snippet-output-shape", "linear-attention.gated-deltanet-snippet-beta-alpha-shapes",
+                   "linear-attention.gated-deltanet-snippet-gate-order")
+@given(seed=seeds(), b=st.integers(1, 2), n=st.integers(1, 6))
+@settings(max_examples=20)  # each example runs the printed Python loop
+def test_printed_gated_deltanet_is_the_gate_after_delta_recurrence(seed, b, n):
+    model = _snippet_model()
+    x = gaussian((b, n, 4), seed).float()
+    with torch.no_grad():
+        out = model(x)
+    q, k, v, beta, alpha = _snippet_inputs(model, x)
+    claim_assert(out.shape == (b, n, 4) and beta.shape == alpha.shape == (b, n, 1)
+                 and bool(((beta > 0) & (beta < 1) & (alpha > 0) & (alpha < 1)).all()), "shapes or gate ranges differ",
+                 shape=tuple(out.shape))
+    for i in range(b):
+        ref = gated_delta_rule_gate_after(q[i].double(), k[i].double(), v[i].double(), alpha[i, :, 0].double(),
+                                          beta[i, :, 0].double())
+        # float32 recurrence of <= 6 steps with O(1) entries: rounding stays below 1e-5
+        claim_assert((out[i].double() - ref).abs().max() <= 1e-5, "the snippet is not S_t = alpha_t [S_{t-1} (I - beta_t "
+                     "k_t k_t^T) + beta_t v_t k_t^T], y_t = S_t q_t", seed=seed, batch=i)
+
+
+@pytest.mark.claim("linear-attention.gated-deltanet-snippet-gate-order")
+@refutes(reason="one sequence of n = 2 tokens (the first step with a state to gate), d_model = 4, d_state = 3, "
+                "seeded weights")
+def test_printed_gated_deltanet_follows_yang_et_al():
+    model = _snippet_model()
+    x = gaussian((1, 2, 4), 84).float()
+    with torch.no_grad():
+        out = model(x)[0].double()
+    q, k, v, beta, alpha = (t[0].double() for t in _snippet_inputs(model, x))
+    paper = gated_delta_rule(q, k, v, alpha[:, 0], beta[:, 0])
+    claim_assert((out - paper).abs().max() <= 1e-5, "the snippet gates after the write (alpha_t also decays "
+                 "beta_t v_t k_t^T); Gated DeltaNet gates S_{t-1} before it", max_difference=(out - paper).abs().max())
+
+
+@pytest.mark.claim("linear-attention.index-mamba-hidden-attention-same-family")
+@given(seed=seeds(), n=st.integers(1, 8), state=st.integers(1, 4))
+def test_selective_scan_equals_its_hidden_attention_matrix(seed, n, state):
+    a_bar = torch.sigmoid(gaussian((n, state), seed))  # data-dependent decay in (0, 1)
+    b_bar, c, x = gaussian((n, state), seed + 1), gaussian((n, state), seed + 2), gaussian((n,), seed + 3)
+    scan = selective_scan(a_bar, b_bar, c, x)
+    hidden = hidden_attention_matrix(a_bar, b_bar, c)
+    claim_assert((scan - hidden @ x).abs().max() <= 1e-12 * max(1.0, scan.abs().max().item())
+                 and torch.equal(hidden, torch.tril(hidden)), "the scan is not y = alpha x with causal alpha", seed=seed)

@@ -1,0 +1,333 @@
+"""Eigenvalues of softmax attention matrices: Perron-Frobenius and the spectral gap.
+
+spectral.txt lines 30-57 and 89-93, 637-638; linear-algebra.txt lines 82-112; index.txt line 112.
+A softmax attention matrix is strictly positive and row-stochastic, so (Perron-Frobenius; Horn &
+Johnson, *Matrix Analysis*, Thm. 8.2.8 and 8.4.4) 1 is a simple eigenvalue with RIGHT eigenvector
+the all-ones vector, every other eigenvalue has modulus < 1, and the LEFT eigenvector is the
+stationary distribution pi, which is not uniform unless A is doubly stochastic.
+"""
+import math
+
+import pytest
+import sympy as sp
+import torch
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from claimcheck import claim_assert, record, refutes
+from impl.critical_scaling import row_entropy
+from impl.softmax import stable_softmax
+from impl.spectral import eigenvalue_gap, eigenvalues, stationary_distribution
+from properties.strategies.spectral import attention_matrices, gaussian, real_matrices
+
+EPS64 = 2.0**-52
+# Eigenvalues of a non-normal matrix are computed with error up to O(sqrt(eps)) ~ 1.5e-8 near a
+# (nearly) defective eigenvalue (Wilkinson, The Algebraic Eigenvalue Problem, ch. 2): allow 1e-6.
+EIG_TOL = 1e-6
+
+
+def _plain(ev: torch.Tensor) -> torch.Tensor:
+    """Complex eigenvalues as (re, im) rows, for the JSON record of a counterexample."""
+    return torch.view_as_real(ev.resolve_conj())
+
+
+def _causal_softmax(s: torch.Tensor) -> torch.Tensor:
+    n = s.shape[-1]
+    return stable_softmax(s.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf")))
+
+
+@pytest.mark.claim("spectral.la-obs1-attention-row-stochastic", "spectral.la-obs1-rowsum-one-nonneg-formula",
+                   "spectral.index-softmax-attention-is-row-stochastic", "spectral.la-obs1-attention-is-markov-transition",
+                   "spectral.la-summary-three-structures-row-stochastic", "spectral.la-pf-attention-row-stochastic-premise")
+@given(s=real_matrices(1, 10, 30.0, square=True))
+def test_softmax_attention_is_a_positive_row_stochastic_matrix(s):
+    a, causal = stable_softmax(s), _causal_softmax(s)
+    n = s.shape[0]
+    # n probabilities, each rounded once, sum with error at most ~ n eps
+    claim_assert((a.sum(-1) - 1).abs().max() <= 2 * n * EPS64 and (causal.sum(-1) - 1).abs().max() <= 2 * n * EPS64,
+                 "a row does not sum to 1", s=s)
+    claim_assert(bool((causal >= 0).all()), "a causal attention weight is negative", s=s)
+    # logit differences of at most 60 keep every weight >= e^-60 / n, far above float64 underflow:
+    # the unmasked matrix is strictly positive, hence irreducible and primitive (Perron-Frobenius applies)
+    claim_assert(bool((a > 0).all()), "an unmasked softmax weight is not strictly positive", s=s)
+
+
+@pytest.mark.claim("spectral.la-obs1-attention-row-stochastic", "spectral.row-stochastic-eigenvalue-one")
+def test_softmax_rows_sum_to_one_symbolically():
+    x = sp.symbols("x0:4", real=True)
+    row = [sp.exp(xi) / sum(sp.exp(xj) for xj in x) for xi in x]
+    claim_assert(sp.simplify(sum(row) - 1) == 0, "a symbolic softmax row does not sum to 1: A 1 != 1")
+
+
+@pytest.mark.claim("spectral.row-stochastic-eigenvalue-one", "spectral.la-pf-row-stochastic-top-eigenvalue-one",
+                   "spectral.row-stochastic-perron-vector-all-ones", "spectral.principal-direction-is-uniform",
+                   "spectral.la-pf-left-eigenvector-all-ones")
+@given(a=attention_matrices(1, 10))
+def test_all_ones_is_a_right_eigenvector_for_eigenvalue_one(a):
+    n = a.shape[0]
+    v1 = torch.ones(n, dtype=torch.float64) / math.sqrt(n)
+    residual = (a @ v1 - v1).abs().max().item()
+    claim_assert(residual <= 2 * n * EPS64, "A v_1 != v_1 for v_1 = 1/sqrt(n)", a=a, residual=residual)
+
+
+@pytest.mark.claim("spectral.row-stochastic-eigenvalue-one", "spectral.la-pf-row-stochastic-top-eigenvalue-one",
+                   "spectral.row-stochastic-eigenvalue-modulus-le-one", "spectral.la-pf-other-eigenvalues-modulus-le-one",
+                   "spectral.attention-eigenvalues-nonnegative-real-part", "spectral.training-early-lambda1-about-1-over-n",
+                   "spectral.training-mid-lambda1-half", "spectral.training-late-lambda1-0-9")
+@given(s=real_matrices(1, 10, 8.0, square=True), causal=st.booleans())
+def test_spectral_radius_of_attention_is_exactly_one(s, causal):
+    a = _causal_softmax(s) if causal else stable_softmax(s)
+    ev = eigenvalues(a)
+    claim_assert(abs(ev[0].abs().item() - 1) <= EIG_TOL, "the largest |eigenvalue| is not 1", a=a, eigenvalues=_plain(ev))
+    claim_assert(bool((ev.abs() <= 1 + EIG_TOL).all()), "an eigenvalue lies outside the unit disk", a=a, eigenvalues=_plain(ev))
+    # the infinity norm (max row sum of |A|) bounds the spectral radius and equals 1 exactly here
+    claim_assert(abs(a.abs().sum(-1).max().item() - 1) <= 2 * a.shape[0] * EPS64, "||A||_inf != 1", a=a)
+
+
+@pytest.mark.claim("spectral.la-pf-left-eigenvector-all-ones")
+@refutes()
+@given(a=attention_matrices(2, 6))
+def test_all_ones_is_a_left_eigenvector(a):
+    col = a.sum(0)
+    # 1e-9 is far above the n eps rounding of a column sum: a loose tolerance can only favour the claim
+    claim_assert((col - 1).abs().max() <= 1e-9, "1^T A != 1^T: the column sums are not all 1", a=a, column_sums=col)
+
+
+@pytest.mark.claim("spectral.la-pf-left-eigenvector-all-ones", "spectral.principal-direction-is-uniform")
+@given(a=attention_matrices(1, 8, bound=4.0))
+def test_left_perron_vector_is_the_stationary_distribution(a):
+    pi = stationary_distribution(a)
+    n = a.shape[0]
+    # LAPACK's eigenvector is backward stable: with sum(pi) = 1 the residual of pi^T A = pi^T is O(n eps); allow 64 n eps
+    tol = 64 * n * EPS64
+    claim_assert(bool((pi >= -tol).all()) and (pi @ a - pi).abs().max() <= tol,
+                 "pi is not a nonnegative left eigenvector for eigenvalue 1", a=a, pi=pi)
+
+
+@pytest.mark.claim("spectral.principal-direction-is-uniform")
+@refutes()
+@given(a=attention_matrices(2, 6, bound=4.0))
+def test_stationary_distribution_of_attention_is_uniform(a):
+    pi = stationary_distribution(a)
+    n = a.shape[0]
+    # a loose tolerance (1e-9, far above rounding) can only favour the claim
+    claim_assert((pi - 1 / n).abs().max() <= 1e-9, "the left Perron vector (where repeated attention converges) "
+                 "is not the uniform distribution", a=a, pi=pi)
+
+
+@pytest.mark.claim("spectral.attention-eigenvalues-nonnegative-real-part")
+@refutes()
+@given(a=attention_matrices(1, 6))
+def test_attention_eigenvalues_have_nonnegative_real_part(a):
+    ev = eigenvalues(a)
+    claim_assert(bool((ev.real >= -EIG_TOL).all()), "an eigenvalue has negative real part", a=a, eigenvalues=_plain(ev))
+
+
+@pytest.mark.claim("spectral.attention-eigenvalue-sum-equals-trace")
+def test_sum_of_eigenvalues_is_the_trace_symbolically():
+    entries = sp.Matrix(3, 3, sp.symbols("a0:9"))
+    lam = sp.Symbol("lam")
+    poly = sp.Poly(entries.charpoly(lam).as_expr(), lam)
+    # det(lam I - A) = prod (lam - lambda_i): minus the lam^2 coefficient is sum_i lambda_i
+    claim_assert(sp.expand(-poly.coeff_monomial(lam**2) - entries.trace()) == 0, "sum of eigenvalues != tr A")
+
+
+@pytest.mark.claim("spectral.attention-eigenvalue-sum-equals-trace", "spectral.attention-eigenvalue-sum-equals-n")
+@given(a=attention_matrices(1, 10))
+def test_eigenvalues_sum_to_the_trace_which_is_below_n(a):
+    n = a.shape[0]
+    total = eigenvalues(a).sum()
+    # computed eigenvalues are exact for some A + E with ||E||_2 <= c n eps ||A||_2 (||A||_2 <= sqrt n here), and
+    # |tr E| <= n ||E||_2: allow 16 n^2 eps
+    tol = 16 * n * n * EPS64
+    claim_assert(abs(total.real.item() - a.trace().item()) <= tol and abs(total.imag.item()) <= tol,
+                 "sum of eigenvalues != trace", a=a, eigenvalue_sum=_plain(total), trace=a.trace())
+    claim_assert(0 < a.trace().item() <= n and (n == 1 or a.trace().item() < n),
+                 "tr A is not in (0, n) for n >= 2", a=a, trace=a.trace())
+
+
+@pytest.mark.claim("spectral.attention-eigenvalue-sum-equals-n")
+@refutes()
+@given(a=attention_matrices(1, 8))
+def test_eigenvalues_of_attention_sum_to_n(a):
+    total = eigenvalues(a).sum().real.item()
+    # a loose tolerance (1e-9, far above rounding) can only favour the claim
+    claim_assert(abs(total - a.shape[0]) <= 1e-9, "the eigenvalues do not sum to n", a=a, eigenvalue_sum=total,
+                 n=a.shape[0])
+
+
+_STAGES = {  # n = 4: a representative attention matrix of each printed stage
+    "uniform (early training, rank collapse)": lambda: stable_softmax(torch.zeros(4, 4, dtype=torch.float64)),
+    "random logits (mid training)": lambda: stable_softmax(gaussian((4, 4), 46)),
+    "sparse: every row on one key (late training)": lambda: _sink(4, 20.0),
+}
+
+
+@pytest.mark.parametrize("stage, printed", [
+    pytest.param("uniform (early training, rank collapse)", 1 / 4, marks=pytest.mark.claim(
+        "spectral.training-early-lambda1-about-1-over-n", "spectral.rank-collapse-eigenvalues-tend-to-1-over-n",
+        "spectral.theorem-7-1-all-eigenvalues-to-1-over-n")),
+    pytest.param("random logits (mid training)", 0.5, marks=pytest.mark.claim("spectral.training-mid-lambda1-half")),
+    pytest.param("sparse: every row on one key (late training)", 0.9, marks=pytest.mark.claim(
+        "spectral.training-late-lambda1-0-9")),
+])
+@refutes(reason="n = 4, one matrix of the state each printed value describes (uniform attention early and under "
+                "rank collapse, random logits mid-training, every row on one key late); lambda_1 = 1 for every "
+                "row-stochastic matrix, so one matrix per stage decides")
+def test_largest_attention_eigenvalue_takes_the_printed_values(stage, printed):
+    a = _STAGES[stage]()
+    lam1 = eigenvalues(a)[0]
+    record(f"lambda_1 ({stage})", [lam1.real.item(), lam1.imag.item()])
+    # '~' read as within 0.05: lambda_1 = 1 misses each printed value (1/4, 0.5, 0.9) by at least 0.1
+    claim_assert(abs(lam1.item() - printed) <= 0.05, "lambda_1 is not the printed value", stage=stage, printed=printed,
+                 lambda_1=_plain(lam1))
+
+
+@pytest.mark.claim("spectral.spectral-gap-definition")
+@refutes()
+@given(a=attention_matrices(3, 6))
+def test_spectral_gap_one_minus_lambda2_is_a_real_number(a):
+    ev = eigenvalues(a)
+    claim_assert(abs(ev[1].imag.item()) <= 1e-12, "lambda_2 (second largest modulus) is not real, so 1 - lambda_2 "
+                 "is not a real gap", a=a, eigenvalues=_plain(ev))
+
+
+@pytest.mark.claim("spectral.spectral-gap-definition")
+@given(a=attention_matrices(2, 10))
+def test_absolute_spectral_gap_is_one_minus_modulus_of_lambda2(a):
+    ev = eigenvalues(a)
+    gap = eigenvalue_gap(a).item()
+    claim_assert(-EIG_TOL <= gap <= 1 + EIG_TOL and abs(gap - (1 - ev[1].abs().item())) <= EIG_TOL,
+                 "1 - |lambda_2| is not a gap in [0, 1]", a=a, gap=gap, eigenvalues=_plain(ev))
+
+
+def _self_attention(n: int, beta: float) -> torch.Tensor:
+    """softmax(beta I): each token attends to itself with weight e^beta / (e^beta + n - 1)."""
+    return stable_softmax(beta * torch.eye(n, dtype=torch.float64))
+
+
+@pytest.mark.claim("spectral.large-gap-near-rank-one", "spectral.small-gap-uniform-attention")
+@given(n=st.integers(2, 12), beta=st.floats(0.0, 30.0))
+def test_gap_of_self_attention_is_n_over_exp_beta_plus_n_minus_1(n, beta):
+    # softmax(beta I) = c I + b J with eigenvalues 1 and c = (e^beta - 1) / (e^beta + n - 1) (n - 1 times),
+    # so the gap is n / (e^beta + n - 1): 1 for uniform attention (beta = 0), -> 0 as rows become one-hot
+    a = _self_attention(n, beta)
+    gap = eigenvalue_gap(a).item()
+    exact = n / (math.exp(beta) + n - 1)
+    claim_assert(abs(gap - exact) <= EIG_TOL, "gap differs from n / (e^beta + n - 1)", n=n, beta=beta, gap=gap)
+    entropy = row_entropy(a).mean().item()
+    claim_assert(beta > 0 or (abs(gap - 1) <= EIG_TOL and abs(entropy - math.log(n)) <= 1e-12),
+                 "uniform attention should have the largest gap and maximal entropy", gap=gap, entropy=entropy)
+
+
+@pytest.mark.claim("spectral.large-gap-near-rank-one")
+@refutes(reason="uniform attention (all logits 0) on n = 2 tokens: the smallest case with a gap; its gap is the "
+                "largest possible (1) and its rows are maximally spread")
+def test_large_gap_means_highly_concentrated_attention():
+    a = _self_attention(2, 0.0)
+    gap, entropy = eigenvalue_gap(a).item(), row_entropy(a).mean().item()
+    claim_assert(entropy <= 0.5 * math.log(2), "the gap is maximal (1) yet attention is uniform, not concentrated",
+                 gap=gap, row_entropy=entropy, max_entropy=math.log(2))
+
+
+@pytest.mark.claim("spectral.small-gap-uniform-attention")
+@refutes(reason="self-attention softmax(20 I) on n = 2 tokens, the smallest case: gap n / (e^20 + 1) ~ 4e-9 "
+                "while every row is almost one-hot")
+def test_small_gap_means_uniform_attention():
+    a = _self_attention(2, 20.0)
+    gap, entropy = eigenvalue_gap(a).item(), row_entropy(a).mean().item()
+    claim_assert(gap > 0.1 or entropy >= 0.5 * math.log(2),
+                 "the gap is ~0 yet attention is one-hot, not uniform", gap=gap, row_entropy=entropy)
+
+
+def _sink(n: int, beta: float) -> torch.Tensor:
+    """Every query puts logit beta on key 0 (an attention sink)."""
+    s = torch.zeros(n, n, dtype=torch.float64)
+    s[:, 0] = beta
+    return stable_softmax(s)
+
+
+@pytest.mark.claim("spectral.attention-sink-lambda1-to-one")
+@refutes(reason="n = 3: an attention sink (logit 10 on token 0) and self-attention softmax(10 I), the two "
+                "opposite patterns, have the same lambda_1 = 1, so lambda_1 cannot mark a sink")
+def test_attention_sink_is_marked_by_lambda1_tending_to_one():
+    sink, no_sink = _sink(3, 10.0), _self_attention(3, 10.0)
+    l_sink, l_other = eigenvalues(sink)[0].real.item(), eigenvalues(no_sink)[0].real.item()
+    claim_assert(abs(l_sink - l_other) > 1e-6, "lambda_1 is the same (1) with and without a sink",
+                 lambda1_sink=l_sink, lambda1_self_attention=l_other)
+
+
+@pytest.mark.claim("spectral.attention-sink-lambda1-to-one", "spectral.rank-collapse-normalized-eigenvalues-limit")
+@given(n=st.integers(2, 10), beta=st.floats(0.0, 30.0))
+def test_a_sink_drives_the_non_leading_eigenvalues_to_zero(n, beta):
+    # every row of a sink matrix is the same distribution: A = 1 p^T is rank one, eigenvalues {1, 0, ..., 0}
+    ev = eigenvalues(_sink(n, beta))
+    claim_assert(abs(ev[0].abs().item() - 1) <= EIG_TOL and ev[1:].abs().max().item() <= EIG_TOL,
+                 "a sink matrix is not rank one with eigenvalues {1, 0, ...}", n=n, beta=beta, eigenvalues=_plain(ev))
+
+
+def _consensus_error(a: torch.Tensor, k: int) -> float:
+    pi = stationary_distribution(a)
+    return (torch.linalg.matrix_power(a, k) - torch.ones(a.shape[0], 1, dtype=a.dtype) * pi).abs().max().item()
+
+
+@pytest.mark.claim("spectral.la-pf-pagerank-iteration-view", "spectral.consensus-driven-by-dominant-eigenvalue")
+@given(a=attention_matrices(2, 8, bound=2.0))
+def test_repeated_attention_converges_to_one_pi_transpose_at_rate_lambda2(a):
+    # A^k = 1 pi^T + R^k with spectral radius(R) = |lambda_2|; Gelfand: ||R^k||^(1/k) -> |lambda_2|
+    lam2 = eigenvalues(a)[1].abs().item()
+    err = _consensus_error(a, 64)
+    # with logits in [-2, 2] every weight is >= e^-4 / n, so |lambda_2| <= 1 - n e^-4 / n < 0.99 and
+    # 0.99^64 ~ 0.53; the bound allows the non-normal transient factor n
+    claim_assert(err <= a.shape[0] * (lam2 + 1e-3) ** 64 + 1e-12, "A^64 is far from 1 pi^T", a=a, error=err, lambda2=lam2)
+
+
+@pytest.mark.claim("spectral.consensus-driven-by-dominant-eigenvalue")
+@refutes(reason="n = 3 uniform attention and softmax(5 I) share the dominant eigenvalue 1 yet reach consensus "
+                "at different speeds (exactly vs. slowly): the speed is |lambda_2|, not lambda_1")
+def test_consensus_speed_is_set_by_the_dominant_eigenvalue():
+    fast, slow = _self_attention(3, 0.0), _self_attention(3, 5.0)
+    e_fast, e_slow = _consensus_error(fast, 8), _consensus_error(slow, 8)
+    record("consensus error after 8 steps", {"uniform": e_fast, "softmax(5 I)": e_slow})
+    claim_assert(abs(e_fast - e_slow) <= 1e-3, "equal dominant eigenvalues but different consensus errors",
+                 lambda1=[eigenvalues(fast)[0].real.item(), eigenvalues(slow)[0].real.item()],
+                 lambda2_modulus=[eigenvalues(fast)[1].abs().item(), eigenvalues(slow)[1].abs().item()],
+                 error_uniform=e_fast, error_sharp=e_slow)
+
+
+@pytest.mark.claim("spectral.index-row-stochastic-must-have-dominant-token")
+@refutes(reason="uniform attention on n = 2 tokens (all logits equal) is a softmax output; no column receives "
+                "more attention than another")
+def test_a_row_stochastic_matrix_must_have_a_dominant_column():
+    a = stable_softmax(torch.zeros(2, 2, dtype=torch.float64))
+    col = a.sum(0)
+    claim_assert(col.max().item() > 1 + 1e-12, "no token receives more than average attention", column_sums=col)
+
+
+@pytest.mark.claim("spectral.index-row-stochastic-must-have-dominant-token")
+@given(a=attention_matrices(1, 10))
+def test_column_sums_of_attention_average_exactly_one(a):
+    n = a.shape[0]
+    claim_assert(abs(a.sum().item() - n) <= 2 * n * n * EPS64, "the total attention received is not n", a=a)
+
+
+@pytest.mark.claim("spectral.rank-collapse-normalized-eigenvalues-limit")
+@refutes(reason="uniform attention on n = 4 tokens, the fully collapsed matrix 1 1^T / n: its normalised spectrum is "
+                "exact, so one matrix decides")
+def test_collapsed_attention_has_every_normalised_eigenvalue_equal_to_one_over_n():
+    n = 4
+    ev = eigenvalues(stable_softmax(torch.zeros(n, n, dtype=torch.float64))).real
+    share = ev / ev.sum()
+    claim_assert((share - 1 / n).abs().max() <= 0.05, "collapsed attention puts the whole normalised spectrum on "
+                 "lambda_1: (1, 0, 0, 0), not (1/n, ..., 1/n)", normalised_eigenvalues=share)
+
+
+@pytest.mark.claim("spectral.index-spectral-doc-covers-rank-collapse-signal-propagation")
+def test_spectral_document_has_sections_on_the_listed_topics():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "sources" / "spectral.txt").read_text(encoding="utf-8")
+    headings = {"attention-matrix spectra": "2. 注意力矩阵的谱性质", "rank collapse": "3. Rank Collapse 现象",
+                "signal propagation / Jacobian": "4. 信号传播的谱分析", "spectral stability": "4.3 谱稳定性条件"}
+    missing = [topic for topic, heading in headings.items() if heading not in text]
+    claim_assert(not missing, "spectral.txt lacks a section the index attributes to it", missing=missing)

@@ -1,0 +1,444 @@
+"""QK-eigenspectrum concentration kappa(W_QK) and attention localisation (foundations.txt lines 757-1071).
+
+kappa(W) = lambda_1 / sum_i lambda_i (lines 779, 954) is computed here for a general square matrix from
+``torch.linalg.eigvals`` (``impl.spectral.spectral_concentration``). Attention on tokens X (n, d) with
+i.i.d. N(0, 1) rows is A = softmax(X W_QK X^T / sqrt(d)) (line 904). W_QK is built with a controlled
+spectrum: s u u^T (kappa = 1 at every scale s), s I (kappa = 1/d), antisymmetric (trace 0), nilpotent.
+The decisive fact: kappa(c W) = kappa(W) for c > 0, while the attention entropy depends on the scale.
+"""
+import math
+
+import pytest
+import torch
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from claimcheck import claim_assert, record, refutes
+from impl.critical_scaling import loglog_fit, row_entropy
+from impl.softmax import stable_softmax
+from impl.spectral import effective_rank, singular_values, spectral_concentration, spectral_norm
+from properties.strategies.spectral import gaussian, printed_code, real_matrices, seeds
+
+
+def _attention(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """softmax(X W X^T / sqrt(d)) for X (n, d), W (d, d)."""
+    return stable_softmax(x @ w @ x.T / math.sqrt(x.shape[1]))
+
+
+def _rank_one(d: int, s: float) -> torch.Tensor:
+    u = torch.zeros(d, dtype=torch.float64)
+    u[0] = 1.0
+    return s * torch.outer(u, u)
+
+
+def _kappa(w: torch.Tensor) -> complex:
+    return complex(spectral_concentration(w).item())
+
+
+@st.composite
+def qk_projections(draw, max_d: int = 6):
+    """(W_Q, W_K), each (d, d_k) with 1 <= d_k <= d, entries in [-3, 3]."""
+    d = draw(st.integers(1, max_d))
+    d_k = draw(st.integers(1, d))
+    seed = draw(seeds())
+    return 3 * torch.tanh(gaussian((d, d_k), seed)), 3 * torch.tanh(gaussian((d, d_k), seed + 1))
+
+
+@pytest.mark.claim("spectral.w-qk-product-definition", "spectral.qk-monitor-shape-comment")
+@given(wqk=qk_projections())
+def test_w_qk_is_d_by_d_with_rank_at_most_d_k(wqk):
+    w_q, w_k = wqk
+    w = w_q @ w_k.T
+    d, d_k = w_q.shape
+    rank = int((singular_values(w) > d * 2.0**-52 * max(spectral_norm(w).item(), 1e-300)).sum())
+    claim_assert(w.shape == (d, d) and rank <= d_k, "W_Q W_K^T is not d x d of rank <= d_k", d=d, d_k=d_k, rank=rank)
+
+
+@pytest.mark.claim("spectral.kappa-concentration-definition", "spectral.high-dim-kappa-definition-repeat")
+@refutes()
+@given(wqk=qk_projections())
+def test_kappa_of_w_q_w_k_transpose_lies_in_zero_one(wqk):
+    w = wqk[0] @ wqk[1].T
+    kappa = _kappa(w)
+    # 1e-9 is far above eig's rounding on a d <= 6 matrix: a loose tolerance can only favour the claim
+    claim_assert(abs(kappa.imag) <= 1e-9 and -1e-9 <= kappa.real <= 1 + 1e-9,
+                 "kappa = lambda_1 / tr W is not a number in [0, 1]", w=w, kappa=[kappa.real, kappa.imag],
+                 trace=w.trace())
+
+
+@pytest.mark.claim("spectral.kappa-concentration-definition", "spectral.high-dim-kappa-definition-repeat",
+                   "spectral.spectral-regularization-controls-kappa", "spectral.init-controls-initial-kappa",
+                   "spectral.temperature-controls-spectral-amplification")
+@given(seed=seeds(), d=st.integers(1, 6), scale=st.floats(1e-3, 1e3))
+def test_kappa_of_a_psd_matrix_is_in_zero_one_and_scale_invariant(seed, d, scale):
+    b = gaussian((d, d), seed)
+    w = b @ b.T  # tied W_Q = W_K: positive semidefinite
+    assume(w.trace() > 1e-6)
+    k1, k2 = _kappa(w), _kappa(scale * w)
+    # eig of a symmetric W errs by ~ d eps ||W||_2 <= d eps tr W, so kappa by ~ d eps ~ 1e-15: 1e-9 is a wide margin
+    claim_assert(0 < k1.real <= 1 + 1e-9 and abs(k1.imag) <= 1e-9, "kappa of a PSD matrix is not in (0, 1]",
+                 w=w, kappa=k1.real)
+    claim_assert(abs(k1 - k2) <= 1e-9, "kappa changes when W is rescaled", scale=scale, kappa=k1.real,
+                 kappa_scaled=k2.real)
+    # scaling W (a temperature 1/scale on the logits) scales every eigenvalue by the same factor; eigvalsh is backward
+    # stable (error ~ d eps ||W||_2), so 1e-9 relative is a wide margin
+    ev, ev_scaled = torch.linalg.eigvalsh(w), torch.linalg.eigvalsh(scale * w)
+    claim_assert((ev_scaled - scale * ev).abs().max() <= 1e-9 * scale * ev.abs().max().clamp(min=1),
+                 "eigenvalues of c W are not c times those of W", scale=scale)
+
+
+def _monitor_kappa(w_q: torch.Tensor, w_k: torch.Tensor) -> float:
+    monitor = printed_code("spectral.snippet-qk-spectrum-monitor").namespace["QKSpectrumMonitor"]()
+    return monitor.compute_concentration(w_q, w_k)
+
+
+@pytest.mark.claim("spectral.qk-monitor-docstring-kappa")
+@refutes()
+@given(wqk=qk_projections())
+def test_monitor_returns_lambda1_over_sum_of_eigenvalues(wqk):
+    w_q, w_k = wqk
+    w = w_q @ w_k.T
+    assume(abs(w.trace().item()) > 1e-3)
+    got, kappa = _monitor_kappa(w_q, w_k), _kappa(w)
+    # a loose tolerance (1e-6) can only favour the claim
+    claim_assert(abs(got - kappa) <= 1e-6, "compute_concentration does not return lambda_1 / sum lambda_i of "
+                 "W_q W_k^T", w=w, monitor=got, kappa=[kappa.real, kappa.imag])
+
+
+@pytest.mark.claim("spectral.qk-monitor-docstring-kappa")
+@given(wqk=qk_projections())
+def test_monitor_returns_the_abs_eigenvalue_share_of_the_lower_triangle_symmetrisation(wqk):
+    w_q, w_k = wqk
+    w = w_q @ w_k.T
+    sym = torch.tril(w) + torch.tril(w, -1).T  # what eigvalsh (UPLO='L') reads from a non-symmetric input
+    mu = torch.linalg.eigvalsh(sym).abs()
+    assume(mu.sum() > 1e-9)
+    got = _monitor_kappa(w_q, w_k)
+    # the monitor runs the same eigvalsh on the same lower triangle: only the order of the sum differs (~ d eps)
+    claim_assert(abs(got - (mu.max() / mu.sum()).item()) <= 1e-9, "the monitor is not max|mu| / sum|mu| of "
+                 "eigvalsh(tril(W) + tril(W, -1)^T)", w=w, monitor=got)
+
+
+@pytest.mark.claim("spectral.kappa-to-1-hard-selection", "spectral.concentration-equals-low-entropy",
+                   "spectral.high-dim-kappa-1-entropy-0", "spectral.qk-localize-iff-spectrum-concentrated",
+                   "spectral.qk-localize-precise-correspondence")
+@refutes(reason="W_QK = 0.01 e_1 e_1^T (rank one, kappa = 1 exactly) on n = 8 tokens of dimension d = 64: one "
+                "seeded draw suffices since the logits are at most ~0.01 * |x_1|^2 / 8")
+def test_kappa_one_means_localised_attention():
+    x = gaussian((8, 64), 21)
+    w = _rank_one(64, 0.01)
+    a = _attention(x, w)
+    entropy = row_entropy(a).mean().item()
+    claim_assert(entropy < 0.5 * math.log(8), "kappa = 1 yet attention is uniform (entropy ~ ln n), not localised",
+                 kappa=_kappa(w).real, mean_row_entropy=entropy, ln_n=math.log(8))
+
+
+@pytest.mark.claim("spectral.flat-spectrum-equals-high-entropy", "spectral.qk-localize-iff-spectrum-concentrated")
+@refutes(reason="W_QK = 10 I (perfectly flat spectrum, kappa = 1/d) on n = 8 tokens with d = 64: diagonal logits "
+                "10 |x_i|^2 / 8 ~ 80 dominate the O(10) off-diagonal ones")
+def test_flat_qk_spectrum_means_dispersed_attention():
+    x = gaussian((8, 64), 22)
+    w = 10.0 * torch.eye(64, dtype=torch.float64)
+    a = _attention(x, w)
+    entropy = row_entropy(a).mean().item()
+    claim_assert(entropy > 0.5 * math.log(8), "a flat spectrum (kappa = 1/d) gives one-hot attention (entropy ~ 0)",
+                 kappa=_kappa(w).real, mean_row_entropy=entropy, diagonal_weight=a.diagonal().mean())
+
+
+@pytest.mark.claim("spectral.kappa-to-1-hard-selection", "spectral.concentration-equals-low-entropy",
+                   "spectral.flat-spectrum-equals-high-entropy", "spectral.spectral-regularization-controls-kappa",
+                   "spectral.qk-localize-iff-spectrum-concentrated")
+@given(seed=seeds(), s=st.floats(0.01, 10.0), rank_one=st.booleans())
+def test_attention_entropy_depends_on_the_scale_of_w_qk_that_kappa_ignores(seed, s, rank_one):
+    x = gaussian((6, 16), seed)
+    w = _rank_one(16, 1.0) if rank_one else torch.eye(16, dtype=torch.float64)
+    h_small, h_large = row_entropy(_attention(x, s * w)).mean(), row_entropy(_attention(x, 2 * s * w)).mean()
+    # d/ds H(softmax(s z)) = -s Var_p(z) <= 0 (test_critical_scaling): doubling the scale never raises entropy; the
+    # entropies (6 terms of size <= ln 6) and the kappas round at ~1e-15, 1e-12 leaves a wide margin
+    claim_assert(h_large <= h_small + 1e-12 and abs(_kappa(s * w) - _kappa(2 * s * w)) <= 1e-12,
+                 "entropy rose with the scale, or kappa moved", s=s, entropy=[h_small, h_large])
+
+
+@pytest.mark.claim("spectral.qk-localize-theorem1-necessary")
+@refutes(reason="W_QK = 10 I on n = 8 tokens for d = 16 and d = 256: every row is one-hot to 99% (C = 1), "
+                "yet kappa = 1/d, so the constant K in kappa >= 1 - K C / d must be d - 1, unbounded in d")
+def test_localised_attention_forces_kappa_near_one():
+    needed = {}
+    for d in (16, 256):
+        x = gaussian((8, d), 23 + d)
+        a = _attention(x, 10.0 * torch.eye(d, dtype=torch.float64))
+        support = int((a.sort(dim=-1, descending=True).values.cumsum(-1) < 0.99).sum(-1).max()) + 1
+        kappa = _kappa(10.0 * torch.eye(d, dtype=torch.float64)).real
+        needed[d] = (1 - kappa) * d / support
+        claim_assert(support == 1, "the constructed attention is not localised", d=d, support=support)
+    record("constant K needed in kappa >= 1 - K C/d", needed)
+    claim_assert(needed[256] <= 2 * needed[16], "no constant K works: localised attention with kappa = 1/d needs "
+                 "K = d - 1", needed_K=needed)
+
+
+@pytest.mark.claim("spectral.qk-localize-theorem2-effective-rank-bound")
+@refutes(reason="W_QK = e_1 e_1^T (kappa = 1, so kappa >= 1 - eps for every eps) with eps = exp(-2 d): the bound "
+                "d / log(1/eps) = 1/2 is below 1, the least effective rank of any nonzero matrix; n = 8, d = 16")
+def test_kappa_near_one_bounds_the_effective_rank_by_d_over_log_inverse_eps():
+    d = 16
+    a = _attention(gaussian((8, d), 24), _rank_one(d, 1.0))
+    bound = d / (2 * d)
+    erank = effective_rank(a).item()
+    claim_assert(erank <= bound, "rank_eff(A) exceeds d / log(1/eps)", effective_rank=erank, bound=bound)
+
+
+@pytest.mark.claim("spectral.kappa-changes-during-long-context-inference")
+@refutes(reason="the document's own monitor (foundations:833-859) logged on a real attention module before and after "
+                "inference on 16, 256 and 1024 tokens: one layer and three lengths are the least that can show a change")
+def test_the_printed_monitor_sees_kappa_change_during_long_context_inference():
+    from claimcheck.snippets import run_snippet
+
+    monitor = run_snippet("spectral.snippet-qk-spectrum-monitor").namespace["QKSpectrumMonitor"]()
+    torch.manual_seed(0)
+    d = 32
+    layer = torch.nn.MultiheadAttention(d, 4, batch_first=True).double().eval()
+
+    def w_q_w_k():  # (d_model, d_k) projections, as the monitor's docstring expects
+        w_q, w_k, _ = layer.in_proj_weight.detach().chunk(3)
+        return w_q.T.clone(), w_k.T.clone()
+
+    monitor.log(0, *w_q_w_k())
+    entropies = []
+    for step, n in enumerate((16, 256, 1024), start=1):
+        x = gaussian((1, n, d), 40 + n)
+        with torch.no_grad():
+            _, weights = layer(x, x, x, need_weights=True)
+        entropies.append(row_entropy(weights[0]).mean().item() / math.log(n))
+        monitor.log(step, *w_q_w_k())
+    kappas = [h["kappa"] for h in monitor.history]
+    record("normalized attention entropy at n = 16, 256, 1024", entropies)
+    claim_assert(len(set(kappas)) > 1, "the monitored kappa stays the same through inference at every context length "
+                 "while the attention changes", kappa=kappas, normalized_entropy=entropies)
+
+
+@pytest.mark.claim("spectral.kappa-changes-during-long-context-inference")
+@given(seed=seeds(), scale=st.sampled_from([10.0, 1e2, 1e3, 1e4]))
+def test_rank_one_w_qk_at_large_scale_sends_every_query_to_one_of_two_keys(seed, scale):
+    # logits s b_i b_j / sqrt(d) with b = X u: row i peaks at argmax_j b_j (b_i > 0) or argmin_j b_j (b_i < 0), and
+    # its mass off those two keys is at most (n - 2) exp(-s |b_i| g / sqrt(d)), g the gap from that extreme to the
+    # next b: as s grows A tends to 1_P e_max^T + 1_N e_min^T, of rank <= 2
+    n, d = 16, 8
+    x = gaussian((n, d), seed)
+    b = x[:, 0]
+    a = _attention(x, _rank_one(d, scale))
+    top, bottom = b.sort(descending=True).values, b.sort().values
+    gap = torch.where(b > 0, top[0] - top[1], bottom[1] - bottom[0])
+    stray = 1 - a[:, b.argmax()] - a[:, b.argmin()]
+    bound = (n - 2) * torch.exp(-scale * b.abs() * gap / math.sqrt(d))
+    # float64 rounding of 1 - (two weights) is a few eps
+    claim_assert(bool((stray <= bound + 8 * 2.0**-52).all()), "a row keeps more mass off the two extreme keys than "
+                 "(n - 2) exp(-s |b_i| g / sqrt(d))", seed=seed, scale=scale, stray=stray, bound=bound)
+
+
+@pytest.mark.claim("spectral.spectral-regularization-controls-kappa")
+@given(wqk=qk_projections(), gamma=st.floats(0.1, 10.0))
+def test_spectral_reparametrisation_leaves_kappa_unchanged(wqk, gamma):
+    w_q, w_k = wqk
+    w = w_q @ w_k.T
+    lam1 = torch.linalg.eigvals(w).real.max().item()
+    assume(abs(w.trace().item()) > 1e-3 * spectral_norm(w).item() and lam1 > 1e-3 * spectral_norm(w).item())
+    # sigmaReparam (Zhai et al. 2023) reparametrises each projection as gamma W / sigma_max(W): W_QK is only rescaled
+    w_re = (gamma * w_q / spectral_norm(w_q)) @ (gamma * w_k / spectral_norm(w_k)).T
+    before, after = _kappa(w), _kappa(w_re)
+    # lambda_1 and tr W are >= 1e-3 ||W||_2 and err by ~ d eps ||W||_2: kappa to ~ 1e3 d eps relative; 1e-9 is a margin
+    claim_assert(abs(before - after) <= 1e-9 * max(1.0, abs(before)), "sigmaReparam changed kappa",
+                 kappa_before=[before.real, before.imag], kappa_after=[after.real, after.imag], gamma=gamma)
+
+
+@pytest.mark.claim("spectral.init-controls-initial-kappa")
+def test_initial_kappa_depends_on_the_structure_of_the_initialisation_not_its_scale():
+    g_q, g_k = gaussian((16, 4), 28), gaussian((16, 4), 29)
+    small, large = _kappa((0.02 * g_q) @ (0.02 * g_k).T), _kappa(g_q @ g_k.T)
+    # eig of c W vs W: rounding ~ d eps relative, far below 1e-9
+    claim_assert(abs(small - large) <= 1e-9 * max(1.0, abs(large)), "rescaling the initialisation (std 0.02 vs 1) "
+                 "changed kappa", kappa_std_002=[small.real, small.imag], kappa_std_1=[large.real, large.imag])
+    # structure matters: tied W_Q = W_K (PSD W_QK) always gives kappa in (0, 1], independent draws need not
+    tied = [_kappa(g @ g.T) for g in (gaussian((16, 4), 110 + i) for i in range(8))]
+    untied = [_kappa(gaussian((16, 4), 120 + i) @ gaussian((16, 4), 130 + i).T) for i in range(8)]
+    in_unit = lambda k: abs(k.imag) <= 1e-9 and 0 < k.real <= 1 + 1e-9
+    record("initial kappa, tied vs independent W_Q, W_K (8 seeded draws each)",
+           {"tied": [round(k.real, 3) for k in tied], "independent": [[round(k.real, 3), round(k.imag, 3)] for k in untied]})
+    claim_assert(all(in_unit(k) for k in tied) and not all(in_unit(k) for k in untied), "the structure of the "
+                 "initialisation does not change the range of kappa", tied=[k.real for k in tied])
+
+
+@pytest.mark.claim("optimization.lazy-regime-kappa-to-1")
+@refutes(reason="32 seeded Gaussian initialisations of W_Q, W_K (d = 64, d_k = 16): in the lazy regime W_QK stays "
+                "at its initial value, so kappa stays at its initial value")
+def test_lazy_regime_ends_with_kappa_near_one():
+    kappas = [_kappa(gaussian((64, 16), 100 + i) @ gaussian((64, 16), 200 + i).T) for i in range(32)]
+    near_one = sum(abs(k - 1) < 0.1 for k in kappas)
+    record("initial kappa (real parts)", sorted(round(k.real, 3) for k in kappas))
+    claim_assert(near_one > 16, "kappa of a random initialisation is not near 1, and lazy training keeps W_QK there",
+                 draws_within_0_1_of_one=near_one, draws=32)
+
+
+@pytest.mark.claim("spectral.high-dim-rank-eff-limit-product")
+@refutes(reason="W_QK = I_d, Sigma_x = I_d with n = 4 tokens, d = 64: rank(W_QK) rank(Sigma_x) = 4096 while A is "
+                "4 x 4")
+def test_effective_rank_of_attention_tends_to_rank_w_times_rank_sigma():
+    d, n = 64, 4
+    a = _attention(gaussian((n, d), 30), torch.eye(d, dtype=torch.float64))
+    erank = effective_rank(a).item()
+    claim_assert(abs(erank - d * d) <= 1, "rank_eff(A) <= n = 4 cannot approach rank(W) rank(Sigma) = d^2",
+                 effective_rank=erank, claimed=d * d)
+
+
+@pytest.mark.claim("spectral.high-dim-rank1-limit")
+@refutes(reason="W_QK = diag(2, 1, ..., 1) (unique top eigenvalue) with n = 8 tokens at d = 512 and 2048: the "
+                "distance from A to the nearest rank-one matrix is sqrt(sum_{i>=2} s_i^2) (Eckart-Young)")
+def test_attention_approaches_a_rank_one_matrix_in_high_dimension():
+    distances = {}
+    for d in (512, 2048):
+        w = torch.eye(d, dtype=torch.float64)
+        w[0, 0] = 2.0
+        s = singular_values(_attention(gaussian((8, d), 31 + d), w))
+        distances[d] = (s[1:] ** 2).sum().sqrt().item()
+    record("distance to the nearest rank-one matrix by d", distances)
+    claim_assert(distances[2048] <= 0.1, "A tends to I_8, at distance ~ sqrt(7) from every rank-one matrix",
+                 distance_by_d=distances)
+
+
+@pytest.mark.claim("spectral.high-dim-token-orthogonality", "spectral.high-dim-setup-wq-wk-wv-dxd")
+def test_inner_products_of_independent_gaussian_tokens_over_d_vanish_like_d_to_minus_half():
+    ds, pairs = [16, 64, 256, 1024], 400
+    stds = []
+    for d in ds:
+        x, y = gaussian((pairs, d), 32 + d), gaussian((pairs, d), 33 + d)
+        stds.append(((x * y).sum(-1) / d).std().item())
+    fit = loglog_fit(torch.tensor(ds), torch.tensor(stds))
+    record("series[std of x_i.x_j/d vs d]", {"n": ds, "y": stds})
+    record("fit[std of x_i.x_j/d vs d]", fit.as_figure())
+    # Var(x.y/d) = 1/d exactly; the sample std of 400 values has relative sd 1/sqrt(800) = 3.5%: 6 sigma = 21%
+    claim_assert(all(abs(s * math.sqrt(d) - 1) <= 0.21 for s, d in zip(stds, ds)), "std(x_i.x_j/d) != d^-1/2",
+                 stds=stds)
+
+
+@pytest.mark.claim("spectral.high-dim-orthogonality-implies-diagonal-attention")
+@refutes(reason="antisymmetric W_QK (blocks [[0, 1], [-1, 0]], trace 0) on n = 8 tokens of dimension d = 256: "
+                "every diagonal logit x_i^T W x_i is exactly 0")
+def test_asymptotic_orthogonality_makes_attention_diagonal():
+    d = 256
+    w = torch.zeros(d, d, dtype=torch.float64)
+    w[0::2, 1::2] = torch.eye(d // 2, dtype=torch.float64)
+    w[1::2, 0::2] = -torch.eye(d // 2, dtype=torch.float64)
+    a = _attention(gaussian((8, d), 34), w)
+    claim_assert(a.diagonal().mean() > 0.9, "attention is not near-diagonal", mean_diagonal_weight=a.diagonal().mean(),
+                 uniform=1 / 8)
+
+
+@pytest.mark.claim("spectral.high-dim-attention-entry-formula", "spectral.high-dim-attention-matrix-definition")
+@given(seed=seeds(), n=st.integers(1, 6), d=st.integers(1, 8))
+def test_attention_entries_are_row_softmax_of_bilinear_scores(seed, n, d):
+    x, w_q, w_k = gaussian((n, d), seed), gaussian((d, d), seed + 1), gaussian((d, d), seed + 2)
+    w = w_q @ w_k.T
+    a = stable_softmax(x @ w_q @ (x @ w_k).T / math.sqrt(d))
+    scores = torch.stack([torch.stack([x[i] @ w @ x[j] for j in range(n)]) for i in range(n)]) / math.sqrt(d)
+    entry = torch.exp(scores - scores.max(-1, keepdim=True).values)
+    entry = entry / entry.sum(-1, keepdim=True)
+    # two float64 evaluations of the same softmax (weights <= 1) differ by a few ulps of their O(d) scores
+    claim_assert((a - entry).abs().max() <= 1e-12, "A_ij differs from the entrywise formula", seed=seed)
+
+
+@pytest.mark.claim("spectral.high-dim-attention-limit-gaussian", "spectral.high-dim-attention-determined-by-spectrum",
+                   "spectral.spectrum-not-weights-determines-behavior", "spectral.high-dim-spectral-decomposition-symmetric")
+@given(seed=seeds(), n=st.integers(1, 6), d=st.integers(1, 8))
+def test_symmetric_w_qk_logits_equal_gaussian_lambda_form_with_g_equal_xu(seed, n, d):
+    b = gaussian((d, d), seed)
+    w = b + b.T
+    lam, u = torch.linalg.eigh(w)
+    x = gaussian((n, d), seed + 1)
+    g = x @ u  # rows of X U are again i.i.d. N(0, I_d): U is orthogonal
+    # eigh is backward stable (error ~ d eps ||W||, d <= 8): 1e-12 relative, 1e-11 for the triple products
+    claim_assert((u @ torch.diag(lam) @ u.T - w).abs().max() <= 1e-12 * max(1.0, w.abs().max().item()),
+                 "W != U Lambda U^T", seed=seed)
+    claim_assert((x @ w @ x.T - g @ torch.diag(lam) @ g.T).abs().max() <= 1e-11 * max(1.0, (x @ w @ x.T).abs().max()),
+                 "X W X^T != G Lambda G^T", seed=seed)
+    claim_assert((u.T @ u - torch.eye(d, dtype=torch.float64)).abs().max() <= 1e-12, "U is not orthogonal", seed=seed)
+
+
+@pytest.mark.claim("spectral.high-dim-spectral-decomposition-symmetric")
+@refutes(reason="W_Q = e_1, W_K = e_2 (d = 2, d_k = 1): W_QK = e_1 e_2^T is nilpotent, the smallest non-symmetric "
+                "product; it is not even diagonalisable")
+def test_w_qk_admits_an_orthogonal_eigendecomposition():
+    w = torch.tensor([[0.0, 1.0], [0.0, 0.0]], dtype=torch.float64)
+    claim_assert(torch.equal(w, w.T), "W_QK = U Lambda U^T needs W_QK symmetric (spectral theorem)", w_qk=w,
+                 eigenvalues=[0.0, 0.0])
+
+
+@pytest.mark.claim("spectral.high-dim-attention-determined-by-spectrum", "spectral.spectrum-not-weights-determines-behavior")
+@refutes(reason="W_QK = 4 e_1 e_2^T (nilpotent) and W_QK = 0 share the spectrum {0, ..., 0}; n = 8, d = 16")
+def test_attention_is_determined_by_the_eigenvalues_of_w_qk():
+    d = 16
+    nilpotent = torch.zeros(d, d, dtype=torch.float64)
+    nilpotent[0, 1] = 4.0
+    x = gaussian((8, d), 35)
+    a1, a0 = _attention(x, nilpotent), _attention(x, torch.zeros(d, d, dtype=torch.float64))
+    # a loose tolerance (1e-6) can only favour the claim
+    claim_assert((a1 - a0).abs().max() <= 1e-6, "same eigenvalues, different attention",
+                 max_difference=(a1 - a0).abs().max(), entropy_nilpotent=row_entropy(a1).mean(),
+                 entropy_zero=row_entropy(a0).mean())
+
+
+@pytest.mark.claim("spectral.high-dim-entropy-bound")
+@refutes(reason="W_QK = diag(1, -(1 - delta), 0, ...) (d = 8, n = 8) has lambda_1 = 1, trace delta, kappa = 1/delta; for "
+                "each constant C in {1e-3, 1, 1e3} delta = C / (2 (C + ln n)) makes the bound C (1 - kappa) + ln n equal "
+                "-C - ln n < 0, below every entropy at every d: no constant C works")
+def test_row_entropy_is_at_most_c_times_one_minus_kappa_plus_log_n():
+    x, n = gaussian((8, 8), 36), 8
+    cases = {}
+    for c in (1e-3, 1.0, 1e3):
+        delta = c / (2 * (c + math.log(n)))
+        w = torch.zeros(8, 8, dtype=torch.float64)
+        w[0, 0], w[1, 1] = 1.0, -(1 - delta)
+        kappa = _kappa(w).real
+        cases[c] = {"kappa": kappa, "entropy": row_entropy(_attention(x, w)).mean().item(),
+                    "bound": c * (1 - kappa) + math.log(n)}
+    record("entropy vs bound C (1 - kappa) + ln n, by C", cases)
+    claim_assert(any(v["entropy"] <= v["bound"] for v in cases.values()), "for every C the bound C (1 - kappa) + ln n is "
+                 "negative while the row entropy is >= 0", cases=cases)
+
+
+@pytest.mark.claim("spectral.high-dim-entropy-bound")
+@given(a=real_matrices(1, 8, 20.0, square=True).map(stable_softmax))
+def test_row_entropy_never_exceeds_log_n(a):
+    n = a.shape[-1]
+    claim_assert(bool((row_entropy(a) <= math.log(n) + 1e-12).all()), "a row has entropy above ln n", a=a)
+
+
+@pytest.mark.claim("spectral.high-dim-scaled-logits-m-over-d")
+@refutes(reason="W_Q = I, W_K = -I (so W_QK = -I, negative trace) on n = 4 tokens at d = 1024: the limit "
+                "(tr W_QK / d) I_n = -I_n has negative variances")
+def test_m_concentrates_to_a_covariance_matrix():
+    d = 1024
+    x = gaussian((4, d), 38)
+    w_q, w_k = torch.eye(d, dtype=torch.float64), -torch.eye(d, dtype=torch.float64)
+    m = x @ w_q @ w_k.T @ x.T / d
+    ev = torch.linalg.eigvalsh((m + m.T) / 2)
+    claim_assert(bool((ev >= 0).all()), "M tends to (tr W_QK / d) I_n = -I_n: negative definite, no covariance matrix",
+                 diagonal=m.diagonal(), eigenvalues=ev)
+
+
+@pytest.mark.claim("spectral.high-dim-scaled-logits-m-over-d")
+def test_m_of_a_psd_w_qk_concentrates_to_trace_over_d_times_identity():
+    ds, draws, fluct = [16, 64, 256, 1024], 6, []
+    for d in ds:
+        b = gaussian((d, d), 37 + d)
+        w = b @ b.T / d  # W_QK = W_Q W_K^T with tied W_Q = W_K = B / sqrt(d): PSD, tr W / d ~ 1
+        level = w.trace().item() / d
+        for i in range(draws):
+            xb = gaussian((4, d), 1000 * d + i) @ b
+            m = xb @ xb.T / d**2  # X W X^T / d, a Gram matrix: PSD at every d
+            claim_assert(torch.linalg.eigvalsh(m).min().item() >= -64 * d * 2.0**-52 * m.abs().max().item(),
+                         "M of a PSD W_QK is not positive semidefinite", d=d)
+            fluct.append((m - level * torch.eye(4, dtype=torch.float64)).abs().max().item())
+    fit = loglog_fit(torch.tensor(ds, dtype=torch.float64).repeat_interleave(draws), torch.tensor(fluct))
+    record("fit[max |M - (tr W / d) I| vs d, PSD W_QK]", fit.as_figure())
+    # entries x_i^T W x_j / d - delta_ij tr W / d have variance ~ ||W||_F^2 / d^2 ~ 2 / d: slope -1/2
+    claim_assert(fit.ci95[0] - 0.1 <= -0.5 <= fit.ci95[1] + 0.1 and fit.ci95[1] < -0.3, "M does not concentrate to "
+                 "(tr W_QK / d) I_n like d^-1/2", exponent=fit.exponent, ci95=fit.ci95)

@@ -1,0 +1,435 @@
+"""What the spectral code printed in the documents computes, against the metrics of ``impl.spectral``.
+
+The code runs from ``sources/`` (``properties.strategies.spectral.printed_code``). One name, several
+quantities: "effective_rank" is the stable rank at spectral.txt line 79, a 99%-mass count at line 594 and
+the Roy-Vetterli entropy rank at linear-algebra.txt lines 144-146; "spectral_gap" is 1 - lambda_2
+(spectral.txt line 52), 1 - s_2/s_1 (line 80), s_1 - s_2 (line 598) and s_2/s_1 (linear-algebra.txt 141).
+Each test checks one printed metric against the formula it actually implements.
+"""
+import contextlib
+import io
+import math
+from types import SimpleNamespace
+
+import matplotlib
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from claimcheck import claim_assert, record, refutes
+from impl.lowrank import truncated_svd
+from impl.spectral import (eigenvalue_gap, eigenvalues, effective_rank, mass_rank, relative_singular_value_gap,
+                           singular_value_gap, singular_value_ratio, singular_values, stable_rank)
+from properties.strategies.spectral import attention_matrices, fresh_code, gaussian, printed_code, real_matrices, seeds
+
+matplotlib.use("Agg")
+EIG_TOL = 1e-6  # eigenvalues of non-normal matrices: O(sqrt(eps)) error near defective ones
+
+
+def _code(claim_id: str, name: str):
+    return printed_code(claim_id).namespace[name]
+
+
+def _analyze(a: torch.Tensor) -> dict:
+    return _code("spectral.snippet-spectral-doc-analyze-attention-spectrum", "analyze_attention_spectrum")(a)
+
+
+@pytest.mark.claim("spectral.snippet-analyze-normalize-max-singular-one", "spectral.snippet-analyze-effective-rank-is-stable-rank",
+                   "spectral.snippet-analyze-spectral-gap-singular-ratio", "spectral.snippet-analyze-tail-ratio")
+@given(a=attention_matrices(2, 10))
+def test_spectral_doc_analyze_attention_spectrum_computes_stable_rank_and_relative_singular_gap(a):
+    out = _analyze(a)
+    s = singular_values(a)
+    # numpy's and torch's SVDs of the same float64 matrix agree to a few ulps of s_1
+    tol = 64 * 2.0**-52 * s[0].item()
+    claim_assert(abs(out["normalized"].max() - 1) <= 1e-15, "s / s.max() does not have maximum 1", a=a)
+    claim_assert(abs(out["effective_rank"] - stable_rank(a).item()) <= 1e-12 * a.shape[0]
+                 and 1 - 1e-12 <= out["effective_rank"] <= a.shape[0] + 1e-12,
+                 "'effective_rank' is not the stable rank ||A||_F^2/||A||_2^2 in [1, n]", a=a, got=out["effective_rank"])
+    claim_assert(abs(out["spectral_gap"] - relative_singular_value_gap(a).item()) <= 1e-12,
+                 "'spectral_gap' is not 1 - s_2/s_1", a=a, got=out["spectral_gap"])
+    tail = (s[5:].sum() / s.sum()).item()
+    claim_assert(abs(out["tail_ratio"] - tail) <= tol, "'tail_ratio' is not sum_{i>5} s_i / sum s_i", a=a)
+
+
+@pytest.mark.claim("spectral.snippet-analyze-effective-rank-is-stable-rank", "spectral.snippet-analyzer-effective-rank-99pct-count",
+                   "spectral.analyze-effective-rank-spectral-entropy", "spectral.snippet-analyzer-spectral-gap-unnormalized",
+                   "spectral.spectral-gap-definition")
+def test_the_three_effective_ranks_and_four_spectral_gaps_differ_on_one_matrix():
+    a = torch.softmax(gaussian((16, 16), 40) * 2, dim=-1)
+    analyzer = _analyzer_class()(None)
+    ranks = {"stable rank (spectral.txt 79)": stable_rank(a).item(),
+             "99% singular-value mass count (spectral.txt 594)": analyzer._effective_rank(a),
+             "Roy-Vetterli entropy rank (linear-algebra.txt 146)": effective_rank(a).item()}
+    gaps = {"1 - |lambda_2| (spectral.txt 52)": eigenvalue_gap(a).item(),
+            "1 - s_2/s_1 (spectral.txt 80)": relative_singular_value_gap(a).item(),
+            "s_1 - s_2 (spectral.txt 598)": singular_value_gap(a).item(),
+            "s_2/s_1 (linear-algebra.txt 141)": singular_value_ratio(a).item()}
+    record("effective_rank under each printed definition", ranks)
+    record("spectral_gap under each printed definition", gaps)
+    claim_assert(len({round(v, 3) for v in ranks.values()}) == 3 and len({round(v, 3) for v in gaps.values()}) == 4,
+                 "the printed definitions coincide on this matrix", ranks=ranks, gaps=gaps)
+    claim_assert(abs(analyzer._spectral_gap(a) - singular_value_gap(a).item()) <= 1e-12, "_spectral_gap != s_1 - s_2")
+
+
+def _la_analyze(q: torch.Tensor, k: torch.Tensor) -> dict:
+    return _code("spectral.snippet-la-analyze-attention-spectrum", "analyze_attention_spectrum")(q, k)
+
+
+@pytest.mark.claim("spectral.analyze-sigma1-is-largest-singular-value", "spectral.analyze-spectral-gap-is-ratio",
+                   "spectral.analyze-effective-rank-spectral-entropy")
+@given(seed=seeds(), b=st.integers(1, 2), h=st.integers(1, 3), n=st.integers(2, 8), d=st.integers(1, 4))
+def test_la_analyze_attention_spectrum_on_4d_inputs(seed, b, h, n, d):
+    q, k = gaussian((b, h, n, d), seed), gaussian((b, h, n, d), seed + 1)
+    out = _la_analyze(q, k)
+    a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1)
+    s = singular_values(a)
+    claim_assert((out["sigma_1"] - s[..., 0]).abs().max() <= 1e-12 and (out["sigma_2"] - s[..., 1]).abs().max() <= 1e-12,
+                 "sigma_1, sigma_2 are not the two largest singular values", seed=seed)
+    # the printed s_2 / (s_1 + 1e-8) differs from s_2 / s_1 by <= 1e-8 s_2 / s_1^2 <= 1e-8 (s_1 >= 1 for A 1 = 1)
+    claim_assert((out["spectral_gap"] - s[..., 1] / s[..., 0]).abs().max() <= 1e-7, "'spectral_gap' != s_2/s_1",
+                 seed=seed)
+    # the printed 1e-8 guards shift p by <= 1e-8 and log p by <= 1e-8 / p: the entropy by <= n * 1e-8
+    erank = effective_rank(a)
+    claim_assert(((out["effective_rank"] - erank).abs() / erank).max() <= 2 * n * 1e-8
+                 and bool((out["effective_rank"] >= 1 - 1e-7).all()) and bool((out["effective_rank"] <= n + 1e-7).all()),
+                 "'effective_rank' is not exp(H(s / sum s)) in [1, n]", seed=seed, got=out["effective_rank"], exact=erank)
+
+
+def _la_block():
+    ns = printed_code("architecture.snippet-la-linear-algebraic-transformer").namespace
+    torch.manual_seed(0)
+    return ns["LABlock"](16, 2, 32, dropout=0.0).double()
+
+
+@pytest.mark.claim("spectral.lablock-svd-sigma-means", "spectral.lablock-spectral-gap-ratio",
+                   "spectral.lablock-effective-rank-spectral-entropy")
+@given(seed=seeds())
+@settings(max_examples=10)  # each example builds and runs a block; 10 seeds cover the averaging
+def test_lablock_reports_batch_head_means_of_singular_value_statistics(seed):
+    block = _la_block()
+    x = gaussian((3, 5, 16), seed)
+    _, info = block(x, return_spectral=True)
+    xn = block.ln1(x)
+    q = block.W_q(xn).view(3, 5, 2, 8).transpose(1, 2)  # (B, h, n, d_k)
+    k = block.W_k(xn).view(3, 5, 2, 8).transpose(1, 2)
+    s = singular_values(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), dim=-1)).detach()
+    s1, s2 = s[..., 0].mean().item(), s[..., 1].mean().item()
+    p = s / (s.sum(-1, keepdim=True) + 1e-8)
+    erank = torch.exp(-(p * torch.log(p + 1e-8)).sum(-1)).mean().item()
+    claim_assert(abs(info["sigma_1"] - s1) <= 1e-12 and abs(info["sigma_2"] - s2) <= 1e-12,
+                 "sigma_1, sigma_2 are not batch/head means", info=info, s1=s1, s2=s2)
+    claim_assert(abs(info["spectral_gap"] - s2 / (s1 + 1e-8)) <= 1e-12, "spectral_gap is not mean s_2 / mean s_1",
+                 info=info)
+    claim_assert(abs(info["effective_rank"] - erank) <= 1e-12, "effective_rank is not the mean entropy rank",
+                 info=info, erank=erank)
+
+
+def _analyzer_class():
+    return _code("spectral.snippet-transformer-spectral-analyzer", "TransformerSpectralAnalyzer")
+
+
+@pytest.mark.claim("spectral.snippet-analyzer-effective-rank-99pct-count", "spectral.snippet-analyzer-spectral-gap-unnormalized")
+@given(a=real_matrices(2, 10, 5.0))
+def test_analyzer_effective_rank_is_the_99_percent_mass_count_and_gap_is_s1_minus_s2(a):
+    analyzer = _analyzer_class()(None)
+    claim_assert(analyzer._effective_rank(a) == int(mass_rank(a, 0.99)), "_effective_rank is not the least k with "
+                 "99% of the singular-value mass", a=a, got=analyzer._effective_rank(a), expected=mass_rank(a, 0.99))
+    claim_assert(abs(analyzer._spectral_gap(a) - singular_value_gap(a).item()) <= 1e-12, "_spectral_gap != s_1 - s_2",
+                 a=a)
+
+
+@pytest.mark.claim("spectral.snippet-analyzer-max-eigenvalue-always-one", "spectral.monitor-max-eigenvalue-warning-always-fires")
+@given(a=attention_matrices(1, 10))
+def test_analyzer_max_eigenvalue_of_attention_is_always_one(a):
+    got = _analyzer_class()(None)._max_eigenvalue(a)
+    claim_assert(abs(got - 1) <= EIG_TOL, "max |eigenvalue| of an attention matrix is not 1", a=a, got=got)
+
+
+@pytest.mark.claim("spectral.snippet-analyzer-max-eigenvalue-always-one")
+@refutes(reason="n = 4: uniform attention and near-identity attention softmax(20 I), the two extremes of "
+                "concentration, give the same value")
+def test_analyzer_max_eigenvalue_distinguishes_layers():
+    m = _analyzer_class()(None)._max_eigenvalue
+    uniform, sharp = torch.full((4, 4), 0.25, dtype=torch.float64), torch.softmax(20 * torch.eye(4, dtype=torch.float64), -1)
+    claim_assert(abs(m(uniform) - m(sharp)) > 1e-6, "the statistic is 1 for both extremes: it carries no information",
+                 uniform=m(uniform), near_identity=m(sharp))
+
+
+class _Attention(torch.nn.Module):
+    """One nn.MultiheadAttention layer called with need_weights=True (and per-head weights if asked)."""
+
+    def __init__(self, per_head: bool):
+        super().__init__()
+        torch.manual_seed(1)
+        self.mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+        self.per_head = per_head
+
+    def forward(self, x):
+        return self.mha(x, x, x, need_weights=True, average_attn_weights=not self.per_head)[0]
+
+
+def _analyze_model(model) -> tuple[dict | None, str | None]:
+    try:
+        return _analyzer_class()(model).analyze_all_layers(torch.randn(1, 5, 8, generator=torch.Generator().manual_seed(2))), None
+    except (RuntimeError, AttributeError, IndexError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+@pytest.mark.claim("spectral.snippet-analyzer-hook-captures-attention-weights")
+@refutes(reason="a one-layer torch.nn.TransformerEncoderLayer (d = 8, 2 heads), the standard module that contains an "
+                "nn.MultiheadAttention")
+def test_analyzer_hook_captures_the_attention_matrix_of_a_standard_encoder_layer():
+    torch.manual_seed(3)
+    results, error = _analyze_model(torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True))
+    claim_assert(error is None and results, "the encoder layer calls self_attn with need_weights=False: output[1] is "
+                 "None and the hook fails", error=error)
+
+
+@pytest.mark.claim("spectral.snippet-analyzer-attn-00-is-matrix")
+@refutes(reason="one nn.MultiheadAttention called with its defaults (need_weights=True, average_attn_weights=True)")
+def test_analyzer_attn_00_is_a_matrix_with_default_weights():
+    results, error = _analyze_model(_Attention(per_head=False))
+    claim_assert(error is None, "head-averaged weights are [B, L, S]: attn[0, 0] is one row and svdvals fails",
+                 error=error)
+
+
+@pytest.mark.claim("spectral.snippet-analyzer-attn-00-is-matrix", "spectral.snippet-analyzer-hook-captures-attention-weights")
+def test_analyzer_works_on_per_head_weights():
+    model = _Attention(per_head=True)
+    x = torch.randn(1, 5, 8, generator=torch.Generator().manual_seed(2))
+    results, error = _analyze_model(model)
+    with torch.no_grad():
+        a = model.mha(x, x, x, need_weights=True, average_attn_weights=False)[1][0, 0].double()
+    claim_assert(error is None and set(results) == {"layer_0"}, "per-head weights are not analysed", error=error)
+    claim_assert(results["layer_0"]["effective_rank"] == int(mass_rank(a, 0.99)), "the analysed matrix is not head 0",
+                 got=results["layer_0"])
+
+
+def _model_for_monitor(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(_Attention(per_head=True), _Attention(per_head=True))
+
+
+@pytest.mark.claim("spectral.monitor-max-eigenvalue-warning-always-fires")
+@refutes(reason="two randomly initialised two-layer attention models, one logging step each (log_every = 1): "
+                "the smallest run that reaches the warning")
+def test_monitor_warning_flags_only_abnormal_layers():
+    monitor = fresh_code("spectral.snippet-training-monitor", train_step=lambda model, batch: 0.0).namespace["training_monitor"]
+    fired = []
+    for seed in (4, 5):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            monitor(_model_for_monitor(seed), [{"input": torch.randn(1, 6, 8)}], log_every=1)
+        fired.append(out.getvalue().count("主导特征值过高"))
+    claim_assert(min(fired) < 2, "the 'dominant eigenvalue too high' warning fires for every layer of every model",
+                 warnings_per_model=fired, layers_per_model=2)
+
+
+@pytest.mark.claim("spectral.snippet-training-monitor-train-step-undefined")
+@refutes(reason="one logging step of the printed training_monitor on a one-layer model; train_step is never defined "
+                "in the document")
+def test_training_monitor_runs_as_printed():
+    monitor = _code("spectral.snippet-training-monitor", "training_monitor")
+    try:
+        monitor(_model_for_monitor(6), [{"input": torch.randn(1, 6, 8)}], log_every=1)
+        error = None
+    except NameError as exc:
+        error = str(exc)
+    claim_assert(error is None, "training_monitor raises NameError", error=error)
+
+
+@pytest.mark.claim("spectral.snippet-measure-rank-collapse-get-attention-undefined")
+@refutes(reason="a one-layer attention model and one length n = 4; get_attention_matrix is never defined in the "
+                "document")
+def test_measure_rank_collapse_runs_as_printed():
+    model = _Attention(per_head=True)
+    model.d_model = 8
+    try:
+        _code("spectral.snippet-measure-rank-collapse", "measure_rank_collapse")(model, [4])
+        error = None
+    except NameError as exc:
+        error = str(exc)
+    claim_assert(error is None, "measure_rank_collapse raises NameError", error=error)
+
+
+@pytest.mark.claim("architecture.evaluate-architecture-spectral-call")
+@refutes(reason="one call with an empty config; build_transformer is never defined in the document")
+def test_evaluate_architecture_spectral_runs_as_printed():
+    try:
+        _code("spectral.snippet-evaluate-architecture-spectral", "evaluate_architecture_spectral")({}, torch.zeros(1, 2, 8))
+        error = None
+    except NameError as exc:
+        error = str(exc)
+    claim_assert(error is None, "evaluate_architecture_spectral raises NameError", error=error)
+
+
+@pytest.mark.claim("spectral.snippet-evaluate-thresholds-match-comment")
+def test_evaluate_architecture_scores_layers_with_rank_in_30_100_and_gap_in_0_3_0_7():
+    layers = {"a": (50, 0.5), "b": (30, 0.5), "c": (50, 0.7), "d": (99.9, 0.31), "e": (100, 0.5), "f": (31, 0.3)}
+
+    class FakeAnalyzer:  # stands in for the analyzer: the printed scoring loop is what is tested
+        def __init__(self, model):
+            pass
+
+        def analyze_all_layers(self, x):
+            return {k: {"effective_rank": er, "spectral_gap": sg} for k, (er, sg) in layers.items()}
+
+    fn = fresh_code("spectral.snippet-evaluate-architecture-spectral", build_transformer=lambda config: None,
+                    TransformerSpectralAnalyzer=FakeAnalyzer).namespace["evaluate_architecture_spectral"]
+    score = fn({}, None)
+    expected = sum(30 < er < 100 and 0.3 < sg < 0.7 for er, sg in layers.values()) / len(layers)
+    claim_assert(score == expected == 2 / 6, "the score is not the share of layers with 30 < er < 100 and "
+                 "0.3 < sg < 0.7 (exclusive bounds)", score=score, expected=expected)
+
+
+def _plot(a: torch.Tensor):
+    return _code("spectral.snippet-plot-spectrum", "plot_spectrum")(a)
+
+
+@pytest.mark.claim("spectral.snippet-plot-linear-scale-is-log")
+@refutes(reason="one 4 x 4 uniform-logit attention matrix: the axis scale does not depend on the data")
+def test_plot_first_panel_uses_a_linear_scale():
+    fig = _plot(torch.softmax(gaussian((4, 4), 41), -1))
+    scale = fig.axes[0].get_yscale()
+    matplotlib.pyplot.close(fig)
+    claim_assert(scale == "linear", "the panel titled '(Linear)' has a logarithmic y axis", yscale=scale,
+                 title=fig.axes[0].get_title())
+
+
+@pytest.mark.claim("spectral.snippet-plot-linear-scale-is-log", "spectral.snippet-plot-cumulative-variance-ratio-label")
+@given(a=attention_matrices(2, 8))
+@settings(max_examples=5)  # each example draws a matplotlib figure (~0.3 s)
+def test_plot_shows_log_singular_values_and_cumulative_singular_value_share(a):
+    fig = _plot(a)
+    y0, y1 = fig.axes[0].lines[0].get_ydata(), torch.tensor(fig.axes[1].lines[0].get_ydata())
+    scale = fig.axes[0].get_yscale()
+    matplotlib.pyplot.close(fig)
+    s = singular_values(a)
+    claim_assert(scale == "log" and (torch.tensor(y0) - s).abs().max() <= 1e-12, "panel 1 is not s on a log axis", a=a)
+    claim_assert((y1 - s.cumsum(0) / s.sum()).abs().max() <= 1e-12, "panel 2 is not cumsum(s) / sum(s)", a=a)
+
+
+@pytest.mark.claim("spectral.snippet-plot-cumulative-variance-ratio-label")
+@refutes(reason="A = diag(2, 1) / 3 scaled rows (singular values 2/3, 1/3): the smallest spectrum where the "
+                "singular-value share (2/3) and the variance share (4/5) differ")
+def test_plot_second_panel_is_the_cumulative_variance_ratio():
+    a = torch.tensor([[2 / 3, 0.0], [0.0, 1 / 3]], dtype=torch.float64)
+    fig = _plot(a)
+    plotted = torch.tensor(fig.axes[1].lines[0].get_ydata())
+    matplotlib.pyplot.close(fig)
+    s = singular_values(a)
+    variance = (s**2).cumsum(0) / (s**2).sum()
+    claim_assert((plotted - variance).abs().max() <= 1e-12, "the curve labelled 'Cumulative Variance Ratio' is the "
+                 "cumulative share of singular values, not of their squares", plotted=plotted, variance_ratio=variance)
+
+
+def _head_diversity(stack: torch.Tensor) -> dict:
+    return _code("spectral.snippet-head-spectral-diversity", "head_spectral_diversity")(stack)
+
+
+@pytest.mark.claim("spectral.snippet-head-diversity-most-similar-is-self")
+@refutes(reason="three random 5 x 5 attention heads: the smallest stack with a choice of other head")
+def test_most_similar_heads_names_another_head():
+    out = _head_diversity(torch.softmax(gaussian((3, 5, 5), 42), -1))
+    idx = out["most_similar_heads"].indices
+    claim_assert(bool((idx != torch.arange(3)).all()), "each head is reported as its own most similar head (distance "
+                 "0 on the diagonal of cdist)", indices=idx, values=out["most_similar_heads"].values)
+
+
+@pytest.mark.claim("spectral.snippet-head-diversity-most-similar-is-self")
+@given(seed=seeds(), h=st.integers(2, 5))
+def test_most_similar_heads_is_the_diagonal_of_the_distance_matrix(seed, h):
+    stack = torch.softmax(gaussian((h, 6, 6), seed), -1)
+    out = _head_diversity(stack)
+    claim_assert(torch.equal(out["most_similar_heads"].indices, torch.arange(h))
+                 and bool((out["most_similar_heads"].values == 0).all()), "min over cdist is not the zero diagonal",
+                 seed=seed, indices=out["most_similar_heads"].indices)
+
+
+@pytest.mark.claim("spectral.design-d-model-divisible-by-heads")
+@given(d=st.integers(1, 24), h=st.integers(1, 8))
+def test_heads_need_d_model_divisible_by_num_heads(d, h):
+    check = _code("spectral.snippet-spectral-design-check", "spectral_design_check")
+    issues = check(SimpleNamespace(num_layers=12, d_model=d, num_heads=h))
+    try:
+        torch.nn.MultiheadAttention(d, h)
+        builds = True
+    except AssertionError:
+        builds = False
+    claim_assert(builds == (d % h == 0) and (("d_model 应能被 num_heads 整除" in issues) == (d % h != 0)),
+                 "the divisibility check and torch's head split disagree", d=d, h=h, issues=issues)
+
+
+def _prune(w: torch.Tensor, sparsity: float) -> torch.Tensor:
+    return _code("spectral.snippet-spectral-pruning", "spectral_pruning")(w, sparsity)
+
+
+@pytest.mark.claim("spectral.snippet-spectral-pruning-is-rank-truncation-not-sparsity")
+@given(w=real_matrices(1, 8, 5.0), sparsity=st.floats(0.0, 1.0))
+def test_spectral_pruning_returns_the_best_rank_k_approximation(w, sparsity):
+    out = _prune(w, sparsity)
+    s = singular_values(w)
+    k = int(len(s) * (1 - sparsity))
+    best = truncated_svd(w, k)
+    tail = s[k:]
+    err = torch.linalg.matrix_norm(out - w, 2).item()
+    # Eckart-Young-Mirsky: the rank-k truncation errs by s_{k+1} in spectral norm
+    scale = max(s[0].item(), 1.0) * 1e-12 * max(w.shape)
+    claim_assert((out - best).abs().max() <= 64 * scale and abs(err - (tail[0].item() if len(tail) else 0.0)) <= 64 * scale,
+                 "the output is not the best rank-k approximation", w=w, sparsity=sparsity, k=k)
+
+
+@pytest.mark.claim("spectral.snippet-spectral-pruning-is-rank-truncation-not-sparsity")
+@refutes(reason="a 10 x 10 matrix with target_sparsity = 0.9: the smallest size where int(10 * (1 - 0.9)) rounds "
+                "1 - 0.9 = 0.09999999999999998 down to k = 0")
+def test_spectral_pruning_discards_exactly_the_target_fraction():
+    w = gaussian((10, 10), 43)
+    out = _prune(w, 0.9)
+    kept = int((singular_values(out) > 1e-12).sum())
+    claim_assert(kept == 1, "target_sparsity 0.9 keeps 0 of 10 singular values (the zero matrix), not 1",
+                 kept=kept, zero_entries=int((out == 0).sum()), entries=100)
+
+
+def _quantize(w: torch.Tensor, recorder: list):
+    def quantize(x, bits):  # stands in for the undefined helper and records what it is given
+        recorder.append(x.clone())
+        return x
+
+    fn = fresh_code("spectral.snippet-spectral-preserving-quantize", quantize=quantize).namespace["spectral_preserving_quantize"]
+    return fn(w)
+
+
+@pytest.mark.claim("spectral.snippet-quantize-keeps-top-80pct", "spectral.quantize-only-important-components-comment")
+@given(w=real_matrices(1, 8, 5.0))
+@settings(max_examples=25)  # each example re-executes the printed code
+def test_quantize_passes_only_the_top_floor_80_percent_singular_values(w):
+    seen: list = []
+    out = _quantize(w, seen)
+    s = singular_values(w)
+    k = int(0.8 * len(s))
+    claim_assert(len(seen) == 1 and seen[0].shape == (k,) and (k == 0 or (seen[0] - s[:k]).abs().max() <= 1e-12),
+                 "quantize() does not receive exactly the top int(0.8 r) singular values", w=w, k=k)
+    claim_assert((out - truncated_svd(w, k)).abs().max() <= 1e-10 * max(1.0, s[0].item()),
+                 "with an identity quantizer the output is not the rank-k truncation", w=w, k=k)
+
+
+@pytest.mark.claim("spectral.snippet-quantize-keeps-top-80pct")
+@refutes(reason="a 3 x 3 matrix: the smallest size where int(0.8 * 3) = 2 keeps 67%, not 80%")
+def test_quantize_keeps_80_percent_of_the_singular_values():
+    seen: list = []
+    _quantize(gaussian((3, 3), 44), seen)
+    claim_assert(abs(len(seen[0]) / 3 - 0.8) < 0.1, "int(0.8 * 3) keeps 2 of 3 singular values", kept=len(seen[0]),
+                 total=3)
+
+
+@pytest.mark.claim("spectral.snippet-quantize-undefined")
+@refutes(reason="one 4 x 4 weight; quantize() is never defined in the document")
+def test_spectral_preserving_quantize_runs_as_printed():
+    try:
+        _code("spectral.snippet-spectral-preserving-quantize", "spectral_preserving_quantize")(gaussian((4, 4), 45))
+        error = None
+    except NameError as exc:
+        error = str(exc)
+    claim_assert(error is None, "spectral_preserving_quantize raises NameError", error=error)

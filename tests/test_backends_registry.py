@@ -1,0 +1,101 @@
+"""The attention backends' registry and input checks (impl/backends.py, impl/attention.py, ...).
+
+Not claims: the machinery the property suite and the benchmarks rely on. Bad input must raise a
+ValueError naming the expected shapes; every backend must declare itself completely and say why
+it cannot run where it cannot.
+"""
+import pytest
+import torch
+
+from impl.attention import Mask, attention, check_attention_inputs
+from impl.backends import ALL_MASKS, BACKENDS, Backend, Support, available, supports
+from impl.io_model import OnChipOverflow, flash_block_size
+from impl.tiled_attention import flash_attention
+
+
+def _t(*shape, dtype=torch.float32):
+    return torch.zeros(shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("q,k,v,needle", [
+    (_t(2, 4, 5, 8), _t(2, 4, 6, 7), _t(2, 4, 6, 8), "(2, H_kv, n_k, 8)"),  # d_k mismatch
+    (_t(2, 4, 5, 8), _t(2, 4, 6, 8), _t(2, 4, 7, 8), "(2, 4, 6, 'd_v')"),  # n_k mismatch between k and v
+    (_t(2, 4, 5, 8), _t(2, 3, 6, 8), _t(2, 3, 6, 8), "H_kv = 3 key/value heads must divide H_q = 4"),
+    (_t(2, 4, 5, 8), _t(3, 4, 6, 8), _t(3, 4, 6, 8), "(2, H_kv, n_k, 8)"),  # batch mismatch
+    (_t(5, 8), _t(2, 6, 8), _t(2, 6, 8), "same number"),
+    (_t(5, 8), _t(6, 8), _t(6, 8, dtype=torch.float64), "one floating dtype"),
+])
+def test_mismatched_inputs_raise_naming_the_expected_shapes(q, k, v, needle):
+    with pytest.raises(ValueError, match=None) as info:
+        attention(q, k, v)
+    assert needle in str(info.value), str(info.value)
+    with pytest.raises(ValueError):
+        flash_attention(q, k, v)
+
+
+@pytest.mark.parametrize("mask,needle", [
+    (Mask(key_padding=torch.ones(2, 5, dtype=torch.bool)), "(2, 6) (..., n_k)"),
+    (Mask(key_padding=torch.ones(2, 6)), "bool tensor"),
+    (Mask(bias=torch.zeros(3, 5, 6)), "broadcastable to (2, 4, 5, 6)"),
+])
+def test_masks_of_the_wrong_shape_raise_naming_the_expected_shape(mask, needle):
+    with pytest.raises(ValueError) as info:
+        check_attention_inputs(_t(2, 4, 5, 8), _t(2, 2, 6, 8), _t(2, 2, 6, 8), mask)
+    assert needle in str(info.value), str(info.value)
+
+
+def test_unknown_causal_alignment_is_rejected():
+    with pytest.raises(ValueError, match="top-left"):
+        Mask(causal="diagonal")
+
+
+def test_tiled_attention_rejects_empty_tiles():
+    with pytest.raises(ValueError, match="block sizes must be positive"):
+        flash_attention(_t(4, 8), _t(4, 8), _t(4, 8), block_m=0)
+
+
+def test_on_chip_buffer_too_small_for_one_row_is_an_error():
+    with pytest.raises(OnChipOverflow, match="cannot hold one row tile"):
+        flash_block_size(M=10, d_k=64)
+
+
+@pytest.mark.parametrize("shape,needle", [((1, 2, 16, 8), "outside the supported range 16..128"),
+                                          ((1, 2, 16, 256), "outside the supported range 16..128"),
+                                          ((2, 16, 16), "needs 4-D q")])
+def test_triton_kernel_rejects_unsupported_head_dimensions_and_layouts(shape, needle):
+    triton_attention = pytest.importorskip("impl.triton_attention").triton_attention
+    x = torch.zeros(shape)
+    with pytest.raises(ValueError) as info:
+        triton_attention(x, x, x)
+    assert needle in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_every_backend_declares_its_capabilities(name):
+    backend = BACKENDS[name]
+    assert isinstance(backend, Backend) and backend.name == name and callable(backend.fn)
+    assert backend.devices and all(isinstance(s, Support) and s.dtypes and s.masks <= ALL_MASKS
+                                   for s in backend.devices.values())
+    assert backend.fully_masked in (None, "zero", "nan")
+    lo, hi = backend.head_dims
+    assert 1 <= lo <= hi
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_a_backend_that_cannot_run_says_why(name):
+    for device in ("cpu", "cuda"):
+        for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
+            ok, reason = available(BACKENDS[name], device, dtype)
+            assert ok == (reason == ""), (name, device, dtype, reason)
+            if not ok:
+                assert name in reason
+
+
+def test_supports_names_the_missing_feature():
+    ok, reason = supports(BACKENDS["triton"], "cpu", frozenset({"key-padding"}))
+    assert not ok and "key-padding" in reason
+    ok, reason = supports(BACKENDS["sdpa-flash"], "cpu", head_dim=8, value_dim=4)
+    assert not ok and "d_v = d_k" in reason
+    ok, reason = supports(BACKENDS["flex"], "cpu", backward=True)
+    assert not ok and "backward" in reason
+    assert supports(BACKENDS["reference"], "cpu", ALL_MASKS, gqa=True, backward=True) == (True, "")
