@@ -13,7 +13,13 @@ that make Hypothesis' per-example deadline meaningless.
 import os
 
 import torch
-from hypothesis import HealthCheck, settings
+
+# Without CUDA our Triton kernel runs in Triton's interpreter; the variable must be set before
+# triton is first imported (impl/triton_attention.py sets it too, which can be too late).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
                print_blob=True)
