@@ -11,7 +11,9 @@ Three adjustments for timing, each made here rather than in the registry:
   them would time the interpreter;
 * ``flex`` builds its block mask once per shape, in setup: the registry's adapter builds it on
   every call (it accepts any :class:`impl.attention.Mask`), and ``create_block_mask`` evaluates
-  the mask over all ``n_q x n_k`` pairs, an O(n^2) cost that is not FlexAttention's own;
+  the mask over all ``n_q x n_k`` pairs, an O(n^2) cost that is not FlexAttention's own (and,
+  as in the registry, it always passes one: without a block mask FlexAttention on CPU
+  materialises the n x n scores);
 * ``triton`` is not timed on CPU: ``TRITON_INTERPRET=1`` runs the kernel in Python, a
   correctness mode; ``tiled`` is timed on CUDA up to n = 4096 (:data:`MAX_LENGTH`).
 
@@ -50,12 +52,13 @@ def max_length(backend: str, device: str) -> float:
     """The longest sequence benchmarked for ``backend`` on ``device`` (``inf``: no cap)."""
     return MAX_LENGTH.get((backend, device), float("inf"))
 
+
 Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def kernel(backend: str, device: str, dtype: torch.dtype, causal: bool, backward: bool,
            shape: tuple[int, int, int, int]) -> Kernel:
-    """``fn(q, k, v) -> out`` for ``q, k, v`` of ``shape = (b, h, n, d)``, causal top-left when asked.
+    """``fn(q, k, v) -> out`` for ``q, k, v`` of ``shape = (b, h, n, d)``, causal when asked.
 
     Raises ``NotImplementedError`` with the reason when the backend does not run here.
     """
@@ -71,7 +74,11 @@ def kernel(backend: str, device: str, dtype: torch.dtype, causal: bool, backward
     ok, reason = _backends.available(entry, device, dtype)
     if not ok:
         raise NotImplementedError(reason)
-    mask = Mask(causal="top-left") if causal else None
+    mask = None
+    if causal:  # square inputs (n_q = n_k): top-left and bottom-right alignments are one mask
+        support = entry.devices.get(device)
+        top_left = support is None or "causal-top-left" in support.masks
+        mask = Mask(causal="top-left" if top_left else "bottom-right")
     features = mask.features if mask is not None else frozenset()
     ok, reason = _backends.supports(entry, device, features, backward=backward, head_dim=shape[-1])
     if not ok:

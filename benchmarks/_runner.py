@@ -240,7 +240,8 @@ class ResultsFile:
             _write_json(path, {**info, "version": 1})
 
     def record(self, suite: Suite, method: str, outcomes: dict[tuple, Outcome]) -> None:
-        """Store ``suite.method``'s outcomes, one per parameter combination (None where absent)."""
+        """Store ``suite.method``'s outcomes, one per parameter combination; as asv does, a skip
+        is NaN and a failure (or a combination not run) None."""
         combos = suite.combos()
         got = [outcomes.get(c) for c in combos]
         ok = [o if o is not None and o.value is not None else None for o in got]
@@ -249,8 +250,10 @@ class ResultsFile:
             return [fn(o) if o is not None else None for o in ok]
 
         timed = method.startswith("time_")
+        values = [o.value if o is not None and o.value is not None else
+                  math.nan if o is not None and o.skipped else None for o in got]
         row = [
-            column(lambda o: o.value),
+            values,
             [[repr(v) for v in p] for p in suite.params],
             str(getattr(suite.cls, "version", "")),
             int(1000 * min((o.started_at for o in got if o is not None), default=time.time())),

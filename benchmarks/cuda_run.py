@@ -69,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.budget
     left_out = 0
     signal.signal(signal.SIGALRM, _hard_stop)
-    signal.alarm(max(1, int(args.budget + args.grace)))
+    # Fires at budget + grace, then every second: an exception raised where Python swallows it
+    # (a finaliser, a callback from C) is raised again until it ends the run.
+    signal.setitimer(signal.ITIMER_REAL, args.budget + args.grace, 1.0)
     try:
         for suite, combo in jobs:
             if time.monotonic() > deadline:
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cuda_run: interrupted {args.grace:.0f} s past the budget; {suite.name}{combo} did not finish",
               flush=True)
     finally:
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
     results.save()
 
     table = _summary(jobs, done, machine, commit, left_out, args.budget)
