@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[triton]"
+	$(BIN)/python -m pip install -q -e ".[triton,bench]"
 	touch $(STAMP)
 
 report: $(STAMP)  ## the claim-status report, on CPU: writes report/
