@@ -82,15 +82,6 @@ class _Attention:
             backend, self.device, dtype, causal, self.backward, shape)
         _warm_up(self.call, self.device, backend)
 
-
-class AttentionForward(_Attention):
-    """Forward pass ``softmax(q k^T / sqrt(d)) v`` on CPU."""
-
-    params = [CPU_EAGER_BACKENDS, [256, 1024, 4096], [64], ["float32"], [False, True]]
-
-    def time_forward(self, *params):
-        self.call()
-
     def track_tflops(self, *params):
         return self.flops / best_time(self.call, repeat=2) / 1e12
 
@@ -100,6 +91,15 @@ class AttentionForward(_Attention):
         return self.input_bytes + peak_bytes(self.call, self.device)
 
     track_peak_bytes.unit = "bytes"
+
+
+class AttentionForward(_Attention):
+    """Forward pass ``softmax(q k^T / sqrt(d)) v`` on CPU."""
+
+    params = [CPU_EAGER_BACKENDS, [256, 1024, 4096], [64], ["float32"], [False, True]]
+
+    def time_forward(self, *params):
+        self.call()
 
 
 class AttentionForwardBackward(_Attention):
@@ -110,16 +110,6 @@ class AttentionForwardBackward(_Attention):
 
     def time_forward_backward(self, *params):
         self.call()
-
-    def track_tflops(self, *params):
-        return self.flops / best_time(self.call, repeat=2) / 1e12
-
-    track_tflops.unit = "TFLOP/s"
-
-    def track_peak_bytes(self, *params):
-        return self.input_bytes + peak_bytes(self.call, self.device)
-
-    track_peak_bytes.unit = "bytes"
 
 
 class AttentionForwardCuda(AttentionForward):
