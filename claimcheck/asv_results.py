@@ -30,7 +30,8 @@ class BenchmarkRun:
     """One benchmark's results in one asv results file.
 
     ``values[i]`` is the result for the i-th combination of ``params`` (asv's order:
-    ``itertools.product(*params)``); ``None`` when that combination failed or was skipped.
+    ``itertools.product(*params)``); ``None`` when that combination failed, NaN when it was skipped
+    (asv's own convention: a benchmark that raises NotImplementedError in setup is stored as NaN).
     """
 
     name: str  # asv's name, bench_x.Class.method
@@ -53,7 +54,9 @@ class BenchmarkRun:
         return {
             "machine": self.machine, "commit": self.commit, "env": self.env, "date": self.date,
             "unit": self.unit, "type": self.kind, "param_names": list(self.param_names),
-            "rows": [{"params": list(p), "value": v} for p, v in self.rows()],
+            # JSON has no NaN: a skipped combination is null with "skipped": true
+            "rows": [{"params": list(p), "value": None if v is not None and math.isnan(v) else v,
+                      **({"skipped": True} if v is not None and math.isnan(v) else {})} for p, v in self.rows()],
         }
 
 
@@ -176,8 +179,8 @@ def _result_and_params(entry: Any, columns: list[str]) -> tuple[list, list]:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isinf(value):
+        return float(value)  # finite, or NaN: skipped
     return None
 
 
@@ -194,10 +197,17 @@ def _loads_commented(text: str) -> dict:
     return json.loads("\n".join(line for line in text.splitlines() if not re.match(r"\s*//", line)))
 
 
+def format_row(row: dict, unit: str | None) -> str:
+    """``format_value`` of one row of :meth:`BenchmarkRun.to_json`."""
+    return "skipped" if row.get("skipped") else format_value(row["value"], unit)
+
+
 def format_value(value: float | None, unit: str | None) -> str:
     """A result with a readable unit: seconds as s/ms/us/ns, bytes as B/KiB/MiB/GiB."""
     if value is None:
         return "failed"
+    if math.isnan(value):
+        return "skipped"
     if unit == "seconds":
         for scale, name in ((1, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
             if abs(value) >= scale or name == "ns":

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from claimcheck import report as report_mod
-from claimcheck.asv_results import format_value, load_asv_results
+from claimcheck.asv_results import format_row, load_asv_results
 from claimcheck.check import check
 from claimcheck.registry import SCHEMA as REGISTRY_SCHEMA
 from claimcheck.registry import VERDICTS, RegistryError, load_registry
@@ -255,7 +255,7 @@ def render_claim_text(c: dict, by_id: dict[str, dict]) -> str:
             out.append(f"benchmark {b['name']} on {run['machine']} ({run['env']}) at {run['commit'][:10]}:")
             for row in run["rows"][:40]:
                 params = ", ".join(f"{n}={v}" for n, v in zip(run["param_names"], row["params"])) or "-"
-                out.append(f"  {params}: {format_value(row['value'], run['unit'])}")
+                out.append(f"  {params}: {format_row(row, run['unit'])}")
     for label, ids in (("uses", c["uses"]), ("used by", c["used_by"]), ("contradicts", c["contradicts"]),
                        ("same as", [c["same_as"]] if c["same_as"] else [])):
         if ids:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from claimcheck import plots
-from claimcheck.asv_results import BenchmarkRun, format_value
+from claimcheck.asv_results import BenchmarkRun, format_row
 
 ASSETS = Path(__file__).with_name("assets")
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -338,7 +338,7 @@ def _benchmarks(c: dict) -> str:
             names = r["param_names"]
             head = "".join(f"<th>{_e(n)}</th>" for n in names)
             rows = "".join("<tr>" + "".join(f"<td>{_e(p)}</td>" for p in row["params"])
-                           + f'<td class="num">{_e(format_value(row["value"], r["unit"]))}</td></tr>'
+                           + f'<td class="num">{_e(format_row(row, r["unit"]))}</td></tr>'
                            for row in r["rows"][:200])
             out.append(f'<table class="bench"><caption>{_e(r["machine"])} &middot; {_e(r["env"])} &middot; '
                        f'commit {_e(r["commit"][:10])}</caption><thead><tr>{head}<th>{_e(r["type"] or "value")}</th>'

@@ -78,7 +78,7 @@ def benchmark_plot(name: str, runs: list[Any], salt: str) -> Plot | None:
         axis = numeric[0]
         unit = run.unit
         for combo, value in run.rows():
-            if value is None or value <= 0:
+            if value is None or not value > 0:  # failed, skipped (NaN) or not plottable on a log axis
                 continue
             others = [f"{n}={v}" for i, (n, v) in enumerate(zip(run.param_names, combo)) if i != axis]
             label = ", ".join(others + ([run.machine] if len(runs) > 1 else [])) or run.machine

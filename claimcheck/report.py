@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from claimcheck import backends_status
-from claimcheck.asv_results import AsvResults, format_value
+from claimcheck.asv_results import AsvResults, format_row
 from claimcheck.registry import DECIDED, VERDICTS, Registry
 from claimcheck.sources import Sources
 from claimcheck.status import STATUSES
@@ -305,7 +305,7 @@ def _markdown_claim(c: dict) -> list[str]:
         if not b["runs"]:
             out.append(f"- benchmark `{b['name']}`: no asv results")
         for run in b["runs"]:
-            rows = "; ".join(f"{','.join(r['params']) or '-'}: {format_value(r['value'], run['unit'])}"
+            rows = "; ".join(f"{','.join(r['params']) or '-'}: {format_row(r, run['unit'])}"
                              for r in run["rows"][:12])
             out.append(f"- benchmark `{b['name']}` on {run['machine']} at {run['commit'][:8]}: {rows}")
     out.append("")

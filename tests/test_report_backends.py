@@ -22,3 +22,12 @@ def test_every_backend_says_whether_it_runs_here_and_why_not():
     assert {"reference", "tiled", "sdpa-math", "flash-attn"} <= names
     assert all(r["runs"] or r["reason"] for r in rows)
     assert any(r["backend"] == "reference" and r["runs"] for r in rows)
+
+
+def test_asv_skips_and_failures_read_differently():
+    from claimcheck.asv_results import format_row, format_value
+
+    assert format_value(None, "bytes") == "failed"
+    assert format_value(float("nan"), "bytes") == "skipped"
+    assert format_row({"params": [], "value": None, "skipped": True}, "bytes") == "skipped"
+    assert format_row({"params": [], "value": 2048.0}, "bytes") == "2 KiB"
