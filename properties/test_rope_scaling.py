@@ -63,6 +63,8 @@ def test_consecutive_frequency_ratio_is_constant_symbolically():
 def test_log_frequencies_are_equally_spaced(d, base):
     steps = torch.diff(torch.log(rope_frequencies(d, base)))
     expected = -2 * math.log(base) / d
+    # log theta_i = -(2i/d) ln b within ~(ln b + 2) u (the exponent's rounding, pow), log adds u ln b; a difference of
+    # two such and the expected's u ln b: ~(3 ln b + 4) u <= 8 eps ln b (ln b >= 4.6)
     claim_assert((steps - expected).abs().max().item() <= 16 * EPS64 * math.log(base), "log theta_i not equally spaced",
                  d=d, base=base)
 
@@ -86,7 +88,9 @@ def test_wavelength_range_grows_with_the_sequence_length():
 def test_wavelengths_run_from_2pi_to_2pi_b_to_the_d_minus_2_over_d(d, base):
     lam = wavelengths(rope_frequencies(d, base))
     longest = 2 * math.pi * base ** ((d - 2) / d)
-    claim_assert(abs(lam.min().item() - 2 * math.pi) <= 4 * EPS64 * 2 * math.pi, "shortest period is not 2 pi", d=d)
+    # theta_0 = b^-0 = 1 exactly, and 2 pi / 1 is the test's 2 pi bit for bit
+    claim_assert(lam.min().item() == 2 * math.pi, "shortest period is not 2 pi", d=d)
+    # the exponents (d - 2)/d round identically on both sides: two pows (<= 2 ulp each), 2 pi times and over: ~4 eps
     claim_assert(abs(lam.max().item() - longest) <= 16 * EPS64 * longest, "longest period is not 2 pi b^{(d-2)/d}",
                  d=d, base=base)
 
@@ -96,6 +100,7 @@ def test_wavelengths_run_from_2pi_to_2pi_b_to_the_d_minus_2_over_d(d, base):
 def test_longest_period_grows_with_the_base(d, b1, b2):
     lo, hi = sorted((b1, b2))
     w_lo, w_hi = (wavelengths(rope_frequencies(d, b)).max().item() for b in (lo, hi))
+    # each longest period within ~4 eps relative (as above); equal bases give equal bits
     claim_assert(w_lo <= w_hi * (1 + 16 * EPS64), "a larger base gives a shorter longest period", d=d, b=(lo, hi))
 
 
@@ -136,6 +141,7 @@ def test_minimiser_of_the_frequency_loss_is_proportional_to_t_max_power():
     losses = {c: _frequency_loss(q, k, c * shape, theta_star, offsets) for c in cs}
     best = min(losses, key=losses.get)
     record("min over c of L(c T^{-2i/d}) vs L(Theta*)", [losses[best], 0.0])
+    # a matching schedule would leave rounding only, differences ~1e-13 and a loss ~1e-26; the best c leaves 0.12
     claim_assert(losses[best] <= 1e-20, "no schedule proportional to T_max^{-2i/d_k} minimises L (L(Theta*) = 0)",
                  best_c=best, loss_at_best_c=losses[best], loss_at_reference=0.0, t_max=t_max)
 
@@ -148,6 +154,7 @@ def test_printed_ntk_formula_is_a_change_of_base():
     d_k, b, alpha = 4, 1e4, 2.0
     printed = [b ** (-2 * i / d_k) * alpha ** (d_k / (d_k - 2)) for i in range(d_k // 2)]  # line 497
     scaled_base = ntk_aware(d_k, b, alpha).tolist()  # (b alpha^{d/(d-2)})^{-2i/d}
+    # equal tables would agree to a few ulps; 1e-12 is generous, the printed theta_0 is 4, not 1
     claim_assert(all(abs(p - s) <= 1e-12 * s for p, s in zip(printed, scaled_base)),
                  "b^{-2i/d} alpha^{d/(d-2)} is not the frequency table of any scaled base (theta_0 != 1)",
                  printed=printed, ntk_aware=scaled_base)
@@ -174,11 +181,16 @@ def test_ntk_aware_keeps_the_highest_and_divides_the_lowest_frequency_symbolical
 def test_ntk_aware_is_the_transformers_formula_and_interpolates_only_the_low_end(d, base, s):
     new, old = ntk_aware(d, base, s), rope_frequencies(d, base)
     hf = 1.0 / ((base * s ** (d / (d - 2))) ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    # the same base b s^{d/(d-2)} (its exponent's rounding costs u ln s d/(d-2) <= 2 u ln s), raised by two pows
+    # (<= 2 ulp each) and one reciprocal, exponents <= 1: ~(8 + 2 ln s) u; 16 ulps
     claim_assert(_rel_close(new, hf, 16), "differs from base * factor**(dim/(dim-2))", d=d, s=s)
     claim_assert(new[0].item() == old[0].item() == 1.0, "the highest frequency moved", d=d, s=s)
-    claim_assert(abs(new[-1].item() * s / old[-1].item() - 1) <= 64 * EPS64 * math.log(base * s),
+    # theta'_last / theta_last: the base's rounding (u + 2 u ln s) to a power <= 1, two pows, the product and the
+    # division: ~(8 + 2 ln s) u; twice that
+    tol = (8 + 2 * math.log(s)) * EPS64
+    claim_assert(abs(new[-1].item() * s / old[-1].item() - 1) <= tol,
                  "the lowest frequency is not divided by s", d=d, s=s)
-    claim_assert(bool(((new <= old * (1 + 8 * EPS64)) & (new >= old / s * (1 - 8 * EPS64))).all()),
+    claim_assert(bool(((new <= old * (1 + tol)) & (new >= old / s * (1 - tol))).all()),
                  "some frequency is not between theta/s and theta", d=d, s=s)
 
 
@@ -190,6 +202,7 @@ def test_ntk_aware_is_the_transformers_formula_and_interpolates_only_the_low_end
 def test_yarn_interpolates_high_frequencies_linearly():
     d, base, length, s = 128, 1e4, 4096, 2.0
     theta, new = rope_frequencies(d, base), yarn(d, base, s, length)
+    # theta/s would be matched to a few ulps; 1e-12 is generous, YaRN's theta_0 is 1, not 0.5
     claim_assert(abs(new[0] - theta[0] / s) <= 1e-12, "the highest-frequency plane is not linearly interpolated "
                  "(theta/s): YaRN leaves it unchanged", theta_0=theta[0], yarn_theta_0=new[0], s=s,
                  rotations_in_L=length / (2 * math.pi / theta[0].item()))
@@ -203,8 +216,11 @@ def test_yarn_extrapolates_high_and_interpolates_low_frequencies(d, base, s, len
     high, low, ramp = r > 32, r < 1, (r >= 1) & (r <= 32)
     claim_assert(bool((new[high] == theta[high]).all()), "a plane with more than beta = 32 turns in L was changed",
                  d=d, s=s, length=length)
+    # gamma = 0 (clamped) makes (1 - 0) theta / s + 0 theta the test's theta / s bit for bit (4 ulps cover an r at the
+    # edge, where the impl's r = L / (2 pi / theta) may round to a gamma of a few u)
     claim_assert(_rel_close(new[low], theta[low] / s, 4), "a plane with less than one turn in L is not theta/s",
                  d=d, s=s, length=length)
+    # a convex combination (1 - gamma) theta / s + gamma theta: ~4 roundings of size theta (4 u); 4 eps
     claim_assert(bool(((new[ramp] <= theta[ramp] * (1 + 4 * EPS64)) & (new[ramp] >= theta[ramp] / s * (1 - 4 * EPS64))).all()),
                  "a ramp plane is outside [theta/s, theta]", d=d, s=s, length=length)
 
@@ -215,10 +231,12 @@ def test_pi_and_yarn_keep_extended_positions_within_the_trained_angle_range(d, b
     theta = rope_frequencies(d, base)
     extended = s * length  # L' = s L
     pi_max = (extended - 1) * position_interpolation(theta, s)
-    # positions 0 .. sL - 1 are squeezed into [0, L): every angle stays below L theta (trained: up to (L - 1) theta)
+    # positions 0 .. sL - 1 are squeezed into [0, L): every angle stays below L theta (trained: up to (L - 1) theta);
+    # (sL - 1) theta / s rounds twice (2 u), far inside the exact margin theta / s (>= 1e-7 relative); 8 eps spare
     claim_assert(bool((pi_max < length * theta * (1 + 8 * EPS64)).all()),
                  "PI sends a position < sL past the trained range [0, L)", d=d, s=s, length=length)
     new = yarn(d, base, s, length)
     low = length * theta / (2 * math.pi) < 1  # planes that do not complete a turn within L: YaRN interpolates them
+    # the interpolated planes are theta / s bit for bit (see above): the same two roundings
     claim_assert(bool(((extended - 1) * new[low] < length * theta[low] * (1 + 8 * EPS64)).all()),
                  "a YaRN-interpolated plane leaves the trained angle range", d=d, s=s)
