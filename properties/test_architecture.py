@@ -102,6 +102,7 @@ def test_pre_norm_jacobian_is_identity_plus_the_branch_and_post_norm_multiplies_
     y = x + attn(x)
     j_ln = as_matrix(jacobian(layer.norm1, y))
     assert_equal_up_to_rounding(post, j_ln @ (eye + as_matrix(jacobian(attn, x))), "post-norm J != J_LN (I + J_f)")
+    # J_LN = (1/s)(I - 11^T/d - y y^T/d) differs from I by O(1/d) entries at least; rounding is ~1e-15
     claim_assert(d == 1 or (j_ln - eye).abs().max() > 1e-6, "post-norm's skip-path Jacobian J_LN is I", d=d)
 
 
@@ -164,6 +165,7 @@ def test_the_line24_flow_is_a_standard_transformer_layer():
         x = gaussian(4, 1, 1, 2)
         with torch.no_grad():
             gaps[name] = (_line24_block(enc, x) - enc(x)).abs().max().item()
+    # a matching layer would agree to rounding (IDENTITY_RTOL ~ 1e-12 on O(1) values); the gaps are 1.1 and 0.35
     claim_assert(min(gaps.values()) <= 1e-12, "X_2 = X_1 + FFN(X_1), X_1 = X_0 + Y W^O is neither the post-norm "
                  "nor the pre-norm layer", **{f"gap_to_{k}_norm": v for k, v in gaps.items()})
 
@@ -402,6 +404,7 @@ def test_printed_transformer_block_computes_the_line24_equations():
     x = gaussian(6, 1, 1, 2)
     with torch.no_grad():
         gap = (block(x) - _block_reference(block, x, ffn_norm=False)).abs().max().item()
+    # equal computations would agree to rounding (IDENTITY_RTOL ~ 1e-12 on O(1) values); the gap is 0.05
     claim_assert(gap <= 1e-12, "TransformerBlock != X_1 = X_0 + Y W^O, X_2 = X_1 + FFN(X_1)", gap=gap,
                  as_printed=_raised(lambda: _printed_block(2, 1, 1, 5, repaired=False)(x)))
 
@@ -557,6 +560,8 @@ def test_multi_head_attention_needs_d_model_divisible_by_the_head_count():
     x = gaussian(1, 1, 3, d)
     fused = multi_head_attention(x, x, w["w_q"], w["w_k"], w["w_v"], w["w_o"], h)
     by_heads = multi_head_attention_by_heads(x, x, *(column_blocks(w[k], h) for k in ("w_q", "w_k", "w_v")), w["w_o"])
+    # "computes the definition": equal up to rounding (IDENTITY_RTOL ~ 1e-12); the gap is recorded
+    record("|fused - per-head definition| (d_model = 1, h = 2)", (fused - by_heads).abs().max().item())
     works = bool(torch.isfinite(fused).all()) and (fused - by_heads).abs().max().item() <= 1e-12
     claim_assert(d % h == 0 or not works, "multi-head attention with h not dividing d_model computes the definition",
                  d_model=d, n_heads=h, d_head=d_head, output=fused)

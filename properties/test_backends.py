@@ -200,6 +200,7 @@ def test_causal_alignments_agree_exactly_when_query_and_key_lengths_match(n_q, n
         sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     same = torch.equal(top_left.nan_to_num(), bottom_right.nan_to_num())
     record(f"causal alignments agree [n_q={n_q}, n_k={n_k}]", same)
+    # two float64 evaluations of the same masked formula: sums of <= 9 keys and 8 dims, a few dozen eps at most
     claim_assert(relative_error(sdpa, top_left) <= 1e-12, "SDPA's is_causal is not top-left aligned", n_q=n_q, n_k=n_k)
     claim_assert(same == (n_q == n_k), "top-left and bottom-right alignment agree exactly when n_q = n_k",
                  n_q=n_q, n_k=n_k, agree=same)

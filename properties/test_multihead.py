@@ -185,6 +185,7 @@ def test_mha_is_x_wq_blockdiag_of_attention_matrices_wv_transposed_wo():
                  n=n, d=layout.d_model, h=layout.n_heads)
     printed = xwq @ bd @ w["w_v"].T @ w["w_o"]
     actual = multi_head_attention(x, x, w["w_q"], w["w_k"], w["w_v"], w["w_o"], layout.n_heads)
+    # equal values would agree to a few eps on O(1) numbers; 1e-9 is generous, they differ by 0.025
     claim_assert(torch.allclose(printed, actual, rtol=0, atol=1e-9), "the printed product is not MHA",
                  printed=printed, actual=actual, n=n, d=layout.d_model, h=layout.n_heads)
 
@@ -247,6 +248,7 @@ def _concat_and_direct_sum(layout, n, seed):
 def test_multi_head_output_is_the_direct_sum_of_the_heads_a_i_v_i():
     layout = HeadLayout(2, 2, 2, 1)
     concat, direct_sum = _concat_and_direct_sum(layout, 1, 0)
+    # the shapes differ, (1, 2) vs (2, 2): the tolerance (rounding of equal values) never comes into play
     claim_assert(concat.shape == direct_sum.shape and torch.allclose(concat, direct_sum, rtol=0, atol=1e-12),
                  "Concat(A_1 V_1, ..., A_h V_h) is not the direct sum of the A_i V_i",
                  concat_shape=tuple(concat.shape), direct_sum_shape=tuple(direct_sum.shape), h=layout.n_heads)
@@ -304,5 +306,7 @@ def test_multi_head_jacobian_eigenvalues_are_the_union_of_the_heads_eigenvalues(
     eig = torch.linalg.eigvals(full)
     union = torch.cat([torch.linalg.eigvals(t) for t in terms])
     distance = (eig[:, None] - union[None, :]).abs().min(dim=1).values.max().item()
-    claim_assert(distance <= 1e-8, "an eigenvalue of J_mha is not an eigenvalue of any head's Jacobian",
+    # eigenvalues of non-normal Jacobians carry up to O(sqrt eps) error near defective ones (EIG_TOL = 1e-6 as in
+    # test_spectral): only a distance beyond that counts; the shrunk case is 0.15 away
+    claim_assert(distance <= 1e-6, "an eigenvalue of J_mha is not an eigenvalue of any head's Jacobian",
                  distance=distance, eigenvalues_re_im=torch.view_as_real(eig), union_re_im=torch.view_as_real(union))

@@ -67,6 +67,8 @@ def test_layernorm_is_invariant_to_shifts_along_ones_and_rmsnorm_is_not(shape, s
                  c=c, b=b, gap=gap, cond=cond)
     # RMSNorm keeps the mean: a shift along 1 moves it unless b = 0 (RMSNorm(x + b 1) = RMSNorm(x) forces b = 0
     # whenever x is not itself a multiple of 1, which a Gaussian x is not almost surely).
+    # a shift b moves RMSNorm by ~|b| |1 - y mean(y)| / rms(x) (>= ~1e-4 for |b| > 1e-3 and Gaussian x), rounding by
+    # ~d eps (|b| + |x|) / rms(x) ~ 1e-13: 1e-6 lies between them
     if abs(b) > 1e-3:
         shifted_gap = (rms_norm(x + b, eps=0.0) - rms_norm(x, eps=0.0)).abs().max().item()
         claim_assert(shifted_gap > 1e-6, "RMSNorm was invariant to a shift along 1", b=b, gap=shifted_gap)

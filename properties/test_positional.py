@@ -222,6 +222,7 @@ def test_printed_forward_adds_the_table_to_batch_first_input(half, batch, seq, s
     x = torch.randn(batch, seq, d_model, generator=_generator(seed))
     out = module(x)
     claim_assert(tuple(out.shape) == (batch, seq, d_model), "output shape differs from (batch, seq_len, d_model)")
+    # one float32 addition x + pe (|pe| <= 1) rounds by half an ulp of |x| + 1, and out - x by another: 4 eps32
     claim_assert(torch.equal(out - x, (module.pe[0, :seq]).expand(batch, -1, -1)) or
                  (out - x - module.pe[0, :seq]).abs().max().item() <= 4 * 2.0**-23 * (x.abs().max().item() + 1),
                  "forward(x) is not x + pe[:, :seq_len] broadcast over the batch", batch=batch, seq=seq)

@@ -48,9 +48,11 @@ def _norm_bound(v: torch.Tensor) -> float:
 
 def _logit_tolerance(q: torch.Tensor, k: torch.Tensor, max_angle: float) -> float:
     # Each rotated coordinate inherits the rounding of its angle (|angle| eps) and of two products; the
-    # d-term inner product adds d roundings: bound 4 eps |q| |k| (d + |angle|), plus d subnormal spacings
-    # (2^-1074) for products that underflow below 2^-1022 and lose their relative precision.
-    return 4 * EPS64 * _norm_bound(q) * _norm_bound(k) * (q.numel() + max_angle) + q.numel() * 2.0**-1074
+    # d-term inner product adds d roundings: bound 4 eps |q| |k| (d + |angle|), plus subnormal spacings (2^-1074)
+    # for results below 2^-1022, which lose their relative precision: a rotated subnormal coordinate is off by
+    # ~1.5 spacings, which the dot product multiplies by the other vector's entries, and each product adds one.
+    floor = 2 * q.numel() * 2.0**-1074 * (1 + q.abs().max().item() + k.abs().max().item())
+    return 4 * EPS64 * _norm_bound(q) * _norm_bound(k) * (q.numel() + max_angle) + floor
 
 
 def _rope(v: torch.Tensor, m: float, theta: torch.Tensor) -> torch.Tensor:
@@ -190,6 +192,8 @@ def test_rope_is_the_block_diagonal_product_of_commuting_plane_rotations(d, data
         planes.append(p)
     order_seed.shuffle(planes)
     product = functools.reduce(torch.matmul, planes, torch.eye(d, dtype=torch.float64))
+    # cos/sin of angles up to |m| max theta, ~|angle| u if computed apart; d-term products per entry (the identity's
+    # zeros and ones are exact): (d + |angle|) u; 8 eps of that, times |x| for R x
     tol = 8 * EPS64 * (d + abs(m) * theta.max().item()) * max(x.norm().item(), 1.0)
     off_block = R.clone()
     for i in range(d // 2):
@@ -230,6 +234,7 @@ def test_block_rotations_commute_and_are_closed_a_direct_product_torus(d, data, 
     g, h = rotation_matrix(a, theta1), rotation_matrix(b, theta2)
     # the direct product SO(2)^{d/2}: elements are block-diagonal rotations with angles adding per plane
     gh = rotation_matrix(1.0, a * theta1 + b * theta2)
+    # cos/sin of angles up to (|a| + |b|) max theta <= 2 (|a| + |b|), ~|angle| u apart; d-term products per entry
     tol = 8 * EPS64 * (d + (abs(a) + abs(b)) * 2.0)
     claim_assert((g @ h - h @ g).abs().max() <= tol, "two block rotations do not commute", a=a, b=b)
     claim_assert((g @ h - gh).abs().max() <= tol, "the product is not the block rotation with added angles")
@@ -262,7 +267,9 @@ def test_elementwise_rope_equals_the_matrix_product_in_linear_work(d, t, data):
         dense = torch.stack([(r @ x[j][:, None])[:, 0] for j, r in enumerate(rotations)])
     with FlopCounterMode(display=False) as elementwise_flops, _ElementsWritten() as written:
         elementwise = rope_half_split(x_half, pos, theta)
-    tol = 8 * EPS64 * (d + t) * max(x.abs().max().item(), 1.0)
+    # angles up to t (theta <= 1) may round apart (t u); cos, sin (1 ulp each) and c x_a -+ s x_b (3 u) on both sides,
+    # R x's other d - 2 terms are exact zeros: (t + 8) eps |x|, and subnormal products' absolute spacing
+    tol = (t + 8) * EPS64 * x.abs().max().item() + 4 * 2.0**-1074
     claim_assert((elementwise - dense[:, perm]).abs().max() <= tol, "x cos + rotate_half(x) sin != R x", d=d)
     # dense: one d x d matrix-vector product, 2 d^2 FLOPs per vector; element-wise: no matrix product, and each of
     # its ~10 ops (angles, cos, sin, two cats, rotate_half, two products, a sum) writes at most d elements per vector.
@@ -383,7 +390,8 @@ def test_printed_apply_rotary_pos_emb_is_half_split_rope(d, t, h, seed):
     out = _apply_rotary_pos_emb()(x, cos, sin)
     theta, pos = rope_frequencies(d), torch.arange(t, dtype=torch.float64)
     comment = x * torch.cat([cos, cos], -1) + rotate_half(x) * torch.cat([sin, sin], -1)  # line 266
-    tol = 8 * EPS64 * (d + t) * max(x.abs().max().item(), 1.0)
+    # as in the element-wise test: angles up to t (t u), cos and sin, c x_a -+ s x_b: (t + 8) eps |x|
+    tol = (t + 8) * EPS64 * x.abs().max().item()
     claim_assert(out.shape == x.shape, "the output shape differs from x", x_shape=list(x.shape), out=list(out.shape))
     claim_assert((out - comment).abs().max() <= tol, "the return value is not x*cos + (-x2, x1)*sin", d=d)
     claim_assert((out - rope_half_split(x, pos, theta)).abs().max() <= tol,
