@@ -4,8 +4,6 @@ Each metric is timed on a batch of 8 row-stochastic attention matrices ``softmax
 of size n x n (``stationary_distribution`` takes one matrix). The metrics are eigen- and singular
 value computations, O(n^3) per matrix; they run once per matrix in the report's analyses.
 """
-import torch
-
 from benchmarks._common import DTYPES, randn, require_device, safe_import, synchronize, synchronized
 
 with safe_import() as _spectral:

@@ -10,12 +10,12 @@ import math
 import pytest
 import sympy as sp
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert, record, refutes
 from impl.lowrank import (column_norm, dora_weight, lora_delta, lora_parameter_count, lora_weight,
-                          singular_value_threshold, truncated_svd)
+                          singular_value_threshold)
 from impl.softmax import stable_softmax
 from impl.spectral import (frobenius_norm, marchenko_pastur_density, marchenko_pastur_edges, nuclear_norm,
                            singular_values, spectral_norm, spectral_normalize)

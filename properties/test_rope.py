@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, refutes
 from claimcheck.snippets import run_snippet
 from impl.rope import (interleaved_to_half_split, plane_rotation, rope_complex, rope_frequencies, rope_half_split,
                        rope_interleaved, rotate_half, rotation_matrix)
@@ -406,7 +406,7 @@ def test_printed_apply_rotary_pos_emb_does_not_rotate_odd_heads(d, t, round_up):
     angles = torch.arange(t, dtype=torch.float64)[:, None] * rope_frequencies(d + 1)[:width]
     try:
         out = _apply_rotary_pos_emb()(x, torch.cos(angles), torch.sin(angles))
-    except RuntimeError as exc:  # the halves of widths d//2 and d//2 + 1 do not broadcast
+    except RuntimeError:  # the halves of widths d//2 and d//2 + 1 do not broadcast
         return
     claim_assert(out.shape != x.shape, "an odd head dimension was rotated into a tensor of the input's shape",
                  d_k=d, out_shape=list(out.shape))

@@ -11,7 +11,7 @@ import math
 import pytest
 import sympy as sp
 import torch
-from hypothesis import assume, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert, record, refutes

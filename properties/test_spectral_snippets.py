@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from claimcheck import claim_assert, record, refutes
 from impl.lowrank import truncated_svd
-from impl.spectral import (eigenvalue_gap, eigenvalues, effective_rank, mass_rank, relative_singular_value_gap,
+from impl.spectral import (eigenvalue_gap, effective_rank, mass_rank, relative_singular_value_gap,
                            singular_value_gap, singular_value_ratio, singular_values, stable_rank)
 from properties.strategies.spectral import attention_matrices, fresh_code, gaussian, printed_code, real_matrices, seeds
 
