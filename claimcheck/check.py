@@ -11,18 +11,28 @@ Each problem names the file, the line and the claim id. Checks:
   each tagged test is named in its claim's evidence; no test is tagged with an unknown id or
   with no claim at all;
 * a decided verdict has evidence of the right kind: ``holds`` a property and no refutation,
-  ``fails`` a refutation, ``partly`` a refutation and a property for its correction.
+  ``fails`` a refutation, ``partly`` a refutation and a property for its correction;
+* a test parametrized from the registry runs exactly for the claims that name it;
+* a decided verdict has an evidence grade, and the grade matches the evidence (``tested`` needs a
+  test that draws examples, ``recorded`` an attribution checked against a record, ``internal`` a
+  witness of the documents);
+* the references of record (``references.yaml``, :mod:`claimcheck.references`) are well formed;
+  every ``cites`` key resolves, every citation claim cites a record, every attribution can be
+  compared with its record, every witness quote is found at its line, and two claims that say
+  different things of the same work are linked by ``contradicts``.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from claimcheck.collect import benchmarks, property_tests
-from claimcheck.registry import DECIDED, Claim, Problem, RegistryError, parse_registry
+from claimcheck.collect import TestFunction, benchmarks, property_tests
+from claimcheck.records import CannotCompare, compare, fold
+from claimcheck.references import default_path, parse_references
+from claimcheck.registry import DECIDED, Claim, Problem, RegistryError, parse_registry, selected
 from claimcheck.sources import load_sources
 
 
-def check(root: Path, registry_path: Path | None = None) -> list[Problem]:
+def check(root: Path, registry_path: Path | None = None, references_path: Path | None = None) -> list[Problem]:
     """All problems found in the project at ``root``; an empty list means the registry is sound."""
     registry_path = registry_path or root / "claims.yaml"
     reg = str(registry_path.relative_to(root)) if registry_path.is_relative_to(root) else str(registry_path)
@@ -42,7 +52,9 @@ def check(root: Path, registry_path: Path | None = None) -> list[Problem]:
     problems += _check_sources(root, reg, claims)
     known = set(ids) | malformed
     problems += _check_links(reg, claims, ids, known)
-    problems += _check_evidence(root, reg, claims, ids, known)
+    tests = {t.nodeid: t for t in property_tests(root)}
+    problems += _check_evidence(root, reg, claims, ids, known, tests)
+    problems += _check_records(root, reg, claims, tests, references_path or default_path(root))
     return problems
 
 
@@ -112,9 +124,9 @@ def _check_links(reg: str, claims: list[Claim], ids: dict[str, Claim], known: se
     return problems
 
 
-def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Claim], known: set[str]) -> list[Problem]:
+def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Claim], known: set[str],
+                    tests: dict[str, TestFunction]) -> list[Problem]:
     problems: list[Problem] = []
-    tests = {t.nodeid: t for t in property_tests(root)}
     benches = benchmarks(root)
     for t in tests.values():
         if not t.claims and not t.per_claim:
@@ -172,3 +184,99 @@ def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Cl
             problems.append(Problem(reg, c.line_of("evidence"), c.id,
                                     "verdict 'partly' needs a property test of its correction"))
     return problems
+
+
+GENERIC_RECORD_TESTS = "properties/test_records.py::"
+
+
+def _check_records(root: Path, reg: str, claims: list[Claim], tests: dict[str, TestFunction],
+                   path: Path) -> list[Problem]:
+    name = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+    try:
+        refs_list, problems, malformed = parse_references(path)
+    except RegistryError as exc:
+        return [Problem(name, p.line, p.claim, p.message) for p in exc.problems]
+    problems = [Problem(name, p.line, p.claim, p.message) for p in problems]
+    refs = {r.key: r for r in refs_list}
+    sources = load_sources(root)
+    for t in tests.values():  # a registry-parametrized test runs exactly for the claims that name it
+        if not t.per_claim:
+            continue
+        for c in claims:
+            runs, named = selected(c, dict(t.selects)), f"{t.nodeid}[{c.id}]" in c.evidence
+            if runs and not named:
+                problems.append(Problem(reg, c.line_of("evidence"), c.id,
+                                        f"{t.nodeid} runs for this claim ({', '.join(f'{k}={v!r}' for k, v in t.selects)}) "
+                                        f"but its evidence does not name {t.nodeid}[{c.id}]"))
+            elif named and not runs:
+                problems.append(Problem(reg, c.line_of("evidence"), c.id,
+                                        f"evidence names {t.nodeid}[{c.id}], which does not run for this claim "
+                                        f"(it selects {', '.join(f'{k}={v!r}' for k, v in t.selects)})"))
+    for c in claims:
+        for key in c.cites:
+            if key not in refs and key not in malformed:
+                problems.append(Problem(reg, c.line_of("cites"), c.id, f"cites unknown reference '{key}' (not in {name})"))
+        if c.kind == "citation" and not c.cites and not c.same_as:
+            problems.append(Problem(reg, c.line_of("kind"), c.id,
+                                    f"a citation claim must cite a record of the work (cites: [key] of {name})"))
+        if c.attribution:
+            ref = c.attribution["ref"]
+            if ref not in c.cites:
+                problems.append(Problem(reg, c.line_of("attribution"), c.id, f"attribution ref '{ref}' is not in cites"))
+            elif ref in refs:
+                try:
+                    compare(c.attribution, refs[ref])
+                except CannotCompare as exc:
+                    problems.append(Problem(reg, c.line_of("attribution"), c.id, str(exc)))
+        for w in c.witness:
+            if w.source not in sources:
+                problems.append(Problem(reg, c.line_of("witness"), c.id, f"witness names unknown source '{w.source}'"))
+            elif sources[w.source].find_quote(w.quote, w.line) is None:
+                problems.append(Problem(reg, c.line_of("witness"), c.id,
+                                        f"witness quote {w.quote!r} not found within 3 lines of {w.source}:{w.line}"))
+        problems += _check_grade(reg, c, tests)
+    problems += _check_citation_conflicts(reg, claims)
+    return problems
+
+
+def _check_grade(reg: str, c: Claim, tests: dict[str, TestFunction]) -> list[Problem]:
+    if c.verdict not in DECIDED or (c.same_as and not c.evidence):
+        return []
+    if c.grade is None:
+        return [Problem(reg, c.line_of("verdict"), c.id,
+                        "a decided verdict needs a grade (proved, tested, measured, recorded or internal)")]
+    named = [tests.get(ev.split("[")[0]) for ev in c.evidence]
+    if c.grade == "tested" and not any(t is not None and t.generated for t in named):
+        return [Problem(reg, c.line_of("grade"), c.id,
+                        "grade 'tested' needs a property over generated examples (@given) among the evidence")]
+    if c.grade == "recorded" and not (c.attribution or any(ev.startswith(GENERIC_RECORD_TESTS) for ev in c.evidence)):
+        return [Problem(reg, c.line_of("grade"), c.id, "grade 'recorded' needs an attribution checked against its record")]
+    if c.grade == "internal" and not c.witness:
+        return [Problem(reg, c.line_of("grade"), c.id, "grade 'internal' needs a witness (lines of the documents)")]
+    return []
+
+
+def _check_citation_conflicts(reg: str, claims: list[Claim]) -> list[Problem]:
+    """Two claims that say different things of the same work must be linked (``contradicts``)."""
+    problems: list[Problem] = []
+    by_ref: dict[str, list[Claim]] = {}
+    for c in claims:
+        if c.attribution:
+            by_ref.setdefault(c.attribution["ref"], []).append(c)
+    for ref, cs in by_ref.items():
+        for i, a in enumerate(cs):
+            for b in cs[i + 1:]:
+                for f in ("authors", "year", "venue", "title"):
+                    if f in a.attribution and f in b.attribution and \
+                            _said(a.attribution, f) != _said(b.attribution, f) and \
+                            b.id not in a.contradicts and a.id not in b.contradicts:
+                        problems.append(Problem(reg, b.line_of("attribution"), b.id,
+                                                f"{f} of '{ref}' is {b.attribution[f]!r} here but {a.attribution[f]!r} in "
+                                                f"{a.id}: link the two with contradicts"))
+    return problems
+
+
+def _said(attribution: dict, name: str) -> str:
+    """What an attribution says of a field, folded; of the authors, the first one (lists differ in length)."""
+    value = attribution[name]
+    return fold(value[0] if name == "authors" else str(value))

@@ -28,6 +28,7 @@ from typing import Any
 from claimcheck import report as report_mod
 from claimcheck.asv_results import format_row, load_asv_results
 from claimcheck.check import check
+from claimcheck.references import default_path, load_references
 from claimcheck.registry import SCHEMA as REGISTRY_SCHEMA
 from claimcheck.registry import VERDICTS, RegistryError, load_registry
 from claimcheck.sources import load_sources
@@ -61,7 +62,7 @@ def say(message: str) -> None:
 
 def cmd_check(args: argparse.Namespace, root: Path) -> int:
     registry_path = Path(args.registry) if args.registry else root / "claims.yaml"
-    problems = check(root, registry_path)
+    problems = check(root, registry_path, Path(args.references) if args.references else None)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
@@ -93,7 +94,7 @@ def cmd_report(args: argparse.Namespace, root: Path) -> int:
             if asv.available else f"asv results: none in {asv.results_dir}")
         for skipped in asv.skipped:
             say(f"asv results: skipped {skipped}")
-    data = report_mod.build(registry, load_sources(root), results, asv)
+    data = report_mod.build(registry, load_sources(root), results, asv, references=load_references(default_path(root)))
     out = Path(args.out) if args.out else root / "report"
     from claimcheck import html
 
@@ -171,7 +172,7 @@ def _saved_report(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     registry = load_registry(root / "claims.yaml")
     results = _read_results(_results_path(args, root), required=False)
     asv = load_asv_results(root)
-    return report_mod.build(registry, load_sources(root), results, asv)
+    return report_mod.build(registry, load_sources(root), results, asv, references=load_references(default_path(root)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,17 +215,18 @@ def cmd_show(args: argparse.Namespace, root: Path) -> int:
     if args.json:
         print(json.dumps(c, indent=1, ensure_ascii=False))
     else:
-        print(render_claim_text(c, by_id))
+        print(render_claim_text(c, by_id, {r["key"]: r for r in data.get("references", [])}))
     return EXIT_OK
 
 
-def render_claim_text(c: dict, by_id: dict[str, dict]) -> str:
+def render_claim_text(c: dict, by_id: dict[str, dict], refs: dict[str, dict] | None = None) -> str:
     wrap = lambda text, indent="  ": textwrap.fill(" ".join(str(text).split()), 100, initial_indent=indent,
                                                     subsequent_indent=indent)
     out = [c["id"], "=" * len(c["id"]),
            f"source:    {c['document']}:{c['line']}  (section: {c['section']})",
            f"topic:     {c['topic']}    kind: {c['kind']}",
-           f"verdict:   {c['verdict']} (recorded)    status: {c['status']} (observed)",
+           f"verdict:   {c['verdict']} (recorded)    status: {c['status']} (observed)"
+           + (f"    grade: {c['grade']}" if c.get("grade") else ""),
            "why:", wrap(c["detail"] or "-"),
            "quote:", f"  「{c['quote']}」",
            "statement:", wrap(c["statement"])]
@@ -234,6 +236,17 @@ def render_claim_text(c: dict, by_id: dict[str, dict]) -> str:
         out += ["correction:", wrap(c["correction"])]
     if c["reason"]:
         out += ["reason:", wrap(c["reason"])]
+    for key in c.get("cites", []):
+        r = (refs or {}).get(key)
+        if r is None:
+            out.append(f"cites:     {key} (no record)")
+            continue
+        who = ", ".join(r["authors"][:3]) + (" et al." if len(r["authors"]) > 3 else "")
+        out.append(f"cites:     {key}: {who} ({r['year']}). {r['title']}. {r['venue'] or ''} <{r['url']}>")
+    for k in c.get("record_checks", []):
+        out.append(f"  {'ok ' if k['match'] else 'DIFF'} {k['field']}: document {k['document']!r}, record {k['record']!r}")
+    for w in c.get("witness", []):
+        out.append(f"witness:   {w['role']} {w['source']}:{w['line']} 「{w['quote']}」")
     if c["counterexample"]:
         out += ["counterexample:", textwrap.indent(report_mod.show_counterexample(c["counterexample"]), "  ")]
     if c["outcomes"] or c["not_run"]:
@@ -286,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="validate claims.yaml, its sources and its evidence",
                        description="Validate claims.yaml, its sources and its evidence. Exit 1 when problems are found.")
     p.add_argument("--registry", help="registry file (default: <root>/claims.yaml)")
+    p.add_argument("--references", help="references of record (default: <root>/references.yaml)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("report", help="run the evidence (or read saved results) and write report/",

@@ -18,8 +18,11 @@ class TestFunction:
     claims: tuple[str, ...]
     refutation: bool
     # parametrized from the registry (``@pytest.mark.claims_from_registry``): one case per claim,
-    # named in evidence as ``nodeid[<claim id>]``
+    # named in evidence as ``nodeid[<claim id>]``; ``selects`` holds the marker's field filters
     per_claim: bool = False
+    selects: tuple[tuple[str, object], ...] = ()
+    # draws generated examples (``@given``), as opposed to exact or hand-built checks
+    generated: bool = False
 
 
 def _call_name(node: ast.expr) -> str:
@@ -48,7 +51,8 @@ def _module_claims(tree: ast.Module) -> list[str]:
 def _function(node: ast.FunctionDef, nodeid: str, file: str, inherited: list[str],
               names: dict[str, ast.expr]) -> TestFunction:
     claims = list(inherited)
-    refutation = per_claim = False
+    refutation = per_claim = generated = False
+    selects: tuple[tuple[str, object], ...] = ()
     for deco in node.decorator_list:
         # claim marks on the test itself, or on its parameters (pytest.param(..., marks=mark.claim(id))),
         # also when the parameters are a module-level list named in the decorator
@@ -61,7 +65,10 @@ def _function(node: ast.FunctionDef, nodeid: str, file: str, inherited: list[str
             refutation = True
         if _call_name(deco) in ("mark.claims_from_registry", "claims_from_registry"):
             per_claim = True
-    return TestFunction(nodeid, file, node.lineno, tuple(claims), refutation, per_claim)
+            selects = tuple((k.arg, ast.literal_eval(k.value)) for k in deco.keywords)
+        if _call_name(deco) == "given":
+            generated = True
+    return TestFunction(nodeid, file, node.lineno, tuple(claims), refutation, per_claim, selects, generated)
 
 
 def property_tests(root: Path, folder: str = "properties") -> list[TestFunction]:

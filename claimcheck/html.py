@@ -31,7 +31,7 @@ STATUS_HELP = {
     "skipped": "every piece of evidence was skipped",
     "untested": "no evidence for this claim ran",
 }
-FILTERS = (("document", "document"), ("topic", "topic"), ("kind", "kind"), ("verdict", "verdict"),
+FILTERS = (("document", "document"), ("topic", "topic"), ("kind", "kind"), ("verdict", "verdict"), ("grade", "grade"),
            ("status", "observed status"))
 
 
@@ -169,11 +169,12 @@ def _table(report: dict) -> str:
     claims = report["claims"]
     selects = []
     for key, label in FILTERS:
-        values = sorted({c[key] for c in claims})
+        values = sorted({c[key] or "" for c in claims} - {""})
         opts = "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
         selects.append(f'<label>{label} <select id="f-{key}" data-key="{key}"><option value="">all</option>{opts}</select></label>')
     cols = (("id", "id"), ("where", "document:line"), ("section", "section"), ("topic", "topic"),
-            ("kind", "kind"), ("verdict", "verdict"), ("status", "status"), ("statement", "statement"))
+            ("kind", "kind"), ("verdict", "verdict"), ("grade", "grade"), ("status", "status"),
+            ("statement", "statement"))
     head = "".join(f'<th data-sort="{k}" tabindex="0" aria-sort="none">{t}</th>' for k, t in cols)
     rows = "".join(_row(c) for c in claims)
     return ('<section id="claims">\n<h2>Claims</h2>\n<form id="filters" role="search" onsubmit="return false">'
@@ -188,12 +189,13 @@ def _row(c: dict) -> str:
     search = " ".join([c["id"], c["statement"], c["quote"], c["section"], c["topic"], c["kind"],
                        c["document"], c["correction"] or ""]).lower()
     flag = ' <span class="flag" title="rests on a refuted claim">&#9888;</span>' if c["rests_on_refuted"] else ""
-    attrs = " ".join(f'data-{k}="{_e(c[k])}"' for k in ("id", "document", "topic", "kind", "verdict", "status"))
+    attrs = " ".join(f'data-{k}="{_e(c[k] or "")}"' for k in ("id", "document", "topic", "kind", "verdict", "grade",
+                                                                 "status"))
     return (f'<tr id="row-{_e(c["id"])}" {attrs} data-line="{c["line"]}" data-search="{_e(search)}">'
             f'<td><a href="#claim-{_e(c["id"])}">{_e(c["id"])}</a>{flag}</td>'
             f'<td data-v="{_e(c["document"])}:{c["line"]:06d}">{_e(c["document"])}:{c["line"]}</td>'
             f'<td>{_e(c["section"])}</td><td>{_e(c["topic"])}</td><td>{_e(c["kind"])}</td>'
-            f'<td>{_badge("v", c["verdict"])}</td><td>{_badge("s", c["status"])}</td>'
+            f'<td>{_badge("v", c["verdict"])}</td><td>{_grade(c)}</td><td>{_badge("s", c["status"])}</td>'
             f'<td class="stmt">{_e(_short(c["statement"], 160))}</td></tr>\n')
 
 
@@ -233,7 +235,8 @@ def _panel(c: dict, report: dict) -> str:
     statuses = {x["id"]: (x["verdict"], x["status"]) for x in report["claims"]}
     parts = [f'<article class="claim" id="claim-{_e(cid)}" aria-label="{_e(cid)}">\n',
              '<a class="close" href="#claims" title="close">&times;</a>\n',
-             f'<h2>{_e(cid)}</h2>\n<p class="badges">{_badge("v", c["verdict"])} recorded, '
+             f'<h2>{_e(cid)}</h2>\n<p class="badges">{_badge("v", c["verdict"])} recorded'
+             + (f' ({_grade(c)})' if c["grade"] else "") + ', '
              f'{_badge("s", c["status"])} observed &middot; {_e(c["topic"])} &middot; {_e(c["kind"])} &middot; '
              f'{_e(c["document"])}:{c["line"]} <span lang="zh">({_e(c["section"])})</span></p>\n',
              f'<p class="why s-{_e(c["status"])}"><b>Why:</b> {_e(c["detail"] or STATUS_HELP.get(c["status"], ""))}</p>\n']
@@ -248,6 +251,8 @@ def _panel(c: dict, report: dict) -> str:
     if c["reason"]:
         title = "Why it cannot be checked offline" if c["verdict"] == "unverifiable" else "Reason"
         parts.append(f"<h3>{title}</h3><p>{_e(c['reason'])}</p>\n")
+    if c["cites"] or c["witness"]:
+        parts.append(_records(c, report))
     if c["counterexample"]:
         parts.append(_counterexample(c["counterexample"]))
     parts.append(_evidence(c))
@@ -272,6 +277,50 @@ def _panel(c: dict, report: dict) -> str:
         parts.append(f'<details class="notes"><summary>reviewer notes</summary><p>{_e(c["notes"])}</p></details>\n')
     parts.append("</article>\n")
     return "".join(parts)
+
+
+GRADE_HELP = {
+    "proved": "decided by a symbolic or exact computation",
+    "tested": "decided by properties over generated examples",
+    "measured": "decided by a benchmark or a seeded experiment (scale stated)",
+    "recorded": "decided by a reference of record (the cited work's public record)",
+    "internal": "decided by the documents' own text",
+}
+
+
+def _grade(c: dict) -> str:
+    g = c.get("grade")
+    return f'<span class="grade g-{_e(g)}" title="{_e(GRADE_HELP[g])}">{_e(g)}</span>' if g else ""
+
+
+def _records(c: dict, report: dict) -> str:
+    """The references a claim cites, its attribution checked field by field, and its witness lines."""
+    refs = {r["key"]: r for r in report.get("references", [])}
+    items = []
+    for key in c["cites"]:
+        r = refs.get(key)
+        if r is None:
+            items.append(f"<li><code>{_e(key)}</code> (no record)</li>")
+            continue
+        who = ", ".join(r["authors"][:6]) + (" et al." if len(r["authors"]) > 6 else "")
+        ids = " ".join(f"{_e(k)}:{_e(v)}" for k, v in r["ids"].items())
+        facts = "".join(f'<li><code>{_e(f["key"])}</code>{" = " + _e(f["value"]) if f["value"] is not None else ""}: '
+                        f'{_e(f["text"])} <a href="{_e(f["url"])}">source</a> (read {_e(f["date"])})</li>'
+                        for f in r["facts"])
+        items.append(f'<li id="ref-{_e(key)}-{_e(c["id"])}"><b>{_e(r["title"])}</b>. {_e(who)}. {_e(r["year"] or "")}'
+                     f'{" &middot; " + _e(r["venue"]) if r["venue"] else ""} &middot; {ids} &middot; '
+                     f'<a href="{_e(r["url"])}">record</a> (read {_e(r["read"][0]["date"])})'
+                     + (f"<ul>{facts}</ul>" if facts else "") + "</li>")
+    rows = "".join(f'<tr class="{"ok" if k["match"] else "diff"}"><td>{_e(k["field"])}</td><td>{_e(k["document"])}</td>'
+                   f'<td>{_e(k["record"])}</td><td>{"matches" if k["match"] else "differs"}'
+                   f'{"" if k["core"] else " (peripheral)"}</td></tr>' for k in c["record_checks"])
+    table = (f'<table class="record-checks"><thead><tr><th>field</th><th>document</th><th>record</th><th></th>'
+             f'</tr></thead><tbody>{rows}</tbody></table>') if rows else ""
+    lines = "".join(f'<li>{_e(w["role"])} &middot; {_e(w["source"])}:{w["line"]} <q lang="zh">{_e(w["quote"])}</q></li>'
+                    for w in c["witness"])
+    return ('<div class="records"><h3>References of record</h3>'
+            + (f"<ul>{''.join(items)}</ul>" if items else "") + table
+            + (f"<h3>The documents' own lines</h3><ul>{lines}</ul>" if lines else "") + "</div>\n")
 
 
 def _claim_link(cid: str, statuses: dict[str, tuple[str, str]]) -> str:

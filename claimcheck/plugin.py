@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from claimcheck import evidence
-from claimcheck.registry import RegistryError, load_registry
+from claimcheck.registry import RegistryError, load_registry, selected
 from claimcheck.status import Outcome, observe_all, summary_counts, write_results
 
 _PREFIX = "claimcheck."
@@ -28,6 +28,8 @@ _PREFIX = "claimcheck."
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("claims", "claim registry evidence")
     group.addoption("--claims-registry", default=None, help="registry file (default: <rootdir>/claims.yaml)")
+    group.addoption("--claims-references", default=None,
+                    help="references of record (default: <rootdir>/references.yaml)")
     group.addoption(
         "--claims-results",
         default=None,
@@ -40,7 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "claims_from_registry(**fields): run the test once per registry claim whose fields match "
-        "(e.g. kind='code-snippet', verdict='holds'), passing its id as the `claim_id` argument",
+        "(e.g. kind='code-snippet', verdict=('holds', 'partly'), has='attribution'), passing its id as the "
+        "`claim_id` argument",
     )
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) aggregates
         config.pluginmanager.register(_Aggregator(config), "claimcheck-aggregator")
@@ -67,6 +70,26 @@ def _registry(config: pytest.Config):
     return cached
 
 
+def references(config: pytest.Config):
+    """The references of record, loaded once per process (for the evidence of citation claims)."""
+    from claimcheck.references import default_path, load_references
+
+    cached = getattr(config, "_claimcheck_references", None)
+    if cached is None:
+        path = Path(config.getoption("claims_references") or default_path(Path(str(config.rootpath))))
+        try:
+            cached = load_references(path)
+        except RegistryError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+        config._claimcheck_references = cached
+    return cached
+
+
+def registry(config: pytest.Config):
+    """The claim registry of this run."""
+    return _registry(config)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     mark = metafunc.definition.get_closest_marker("claims_from_registry")
     if mark is None:
@@ -74,7 +97,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "claim_id" not in metafunc.fixturenames:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: claims_from_registry needs a `claim_id` argument")
     registry = _registry(metafunc.config)
-    chosen = [c.id for c in registry.claims if all(getattr(c, k) == v for k, v in mark.kwargs.items())]
+    chosen = [c.id for c in registry.claims if selected(c, mark.kwargs)]
     metafunc.parametrize(
         "claim_id", [pytest.param(cid, id=cid, marks=pytest.mark.claim(cid)) for cid in chosen]
     )

@@ -7,7 +7,9 @@ claim id. Cross-references (sources, quotes, evidence, ``uses``) are checked by
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -19,6 +21,7 @@ import yaml
 SCHEMA = json.loads((Path(__file__).with_name("registry.schema.json")).read_text(encoding="utf-8"))
 VERDICTS = ("holds", "fails", "partly", "unverifiable", "open")
 DECIDED = ("holds", "fails", "partly")
+GRADES = ("proved", "tested", "measured", "recorded", "internal")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,16 @@ class Snippet:
 
 
 @dataclass(frozen=True)
+class Witness:
+    """A line of the documents that decides a claim: it supports or contradicts it."""
+
+    source: str
+    line: int
+    quote: str
+    role: str  # supports | contradicts
+
+
+@dataclass(frozen=True)
 class Claim:
     id: str
     source: str
@@ -62,7 +75,12 @@ class Claim:
     verdict: str
     reason: str | None = None
     correction: str | None = None
+    grade: str | None = None
     evidence: tuple[str, ...] = ()
+    cites: tuple[str, ...] = ()
+    # what the document says of a cited work, compared with its record (claimcheck.records)
+    attribution: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    witness: tuple[Witness, ...] = ()
     uses: tuple[str, ...] = ()
     same_as: str | None = None
     contradicts: tuple[str, ...] = ()
@@ -89,60 +107,135 @@ class Registry:
         return self.by_id.get(cid)
 
 
+def selected(claim: Claim, filters: dict[str, Any]) -> bool:
+    """Whether ``claim`` matches a ``claims_from_registry`` marker's filters: ``field=value``,
+    ``field=(value, ...)`` for any of several values, ``has="field"`` for a field that is set."""
+    for name, want in filters.items():
+        if name == "has":
+            if not getattr(claim, want):
+                return False
+        elif isinstance(want, (tuple, list)):
+            if getattr(claim, name) not in want:
+                return False
+        elif getattr(claim, name) != want:
+            return False
+    return True
+
+
 def parse_registry(path: Path) -> tuple[list[Claim], list[Problem], set[str]]:
     """Parse and schema-check the file.
 
     Returns the well-formed claims, the problems, and the ids of malformed entries (so that other
     checks do not report references to them as unknown)."""
+    entries, problems, malformed = parse_entries(path, SCHEMA, "id", "the registry", "claim")
+    return [_claim(e.data, e.at, e.field_lines) for e in entries], problems, malformed
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One schema-valid mapping of a YAML list file, with the lines its fields sit on."""
+
+    data: dict[str, Any]
+    at: int
+    field_lines: dict[str, int]
+    node: yaml.MappingNode = field(compare=False, repr=False)
+
+    def line_at(self, path: tuple) -> int:
+        """The line of the value at ``path`` (keys and list indices) inside this entry."""
+        return node_line(self.node, path) or self.at
+
+
+def node_line(node: yaml.Node, path: tuple) -> int | None:
+    line = node.start_mark.line + 1
+    for step in path:
+        if isinstance(node, yaml.MappingNode):
+            match = [(k, v) for k, v in node.value if k.value == step]
+            if not match:
+                return line
+            key, node = match[0]
+            line = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and step < len(node.value):
+            node = node.value[step]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def parse_entries(path: Path, schema: dict, key_field: str, what: str, noun: str
+                  ) -> tuple[list[Entry], list[Problem], set[str]]:
+    """Parse a YAML list of mappings and check each against ``schema``; problems carry file:line:key."""
     name = str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise RegistryError([Problem(name, None, None, f"cannot read the registry: {exc}")]) from exc
+        raise RegistryError([Problem(name, None, None, f"cannot read {what}: {exc}")]) from exc
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
-        raise RegistryError([Problem(name, line, None, f"invalid YAML: {exc.problem or exc}")]) from exc
+        col = f" (column {mark.column + 1})" if mark else ""
+        raise RegistryError([Problem(name, line, None, f"invalid YAML{col}: {exc.problem or exc}")]) from exc
     if root is None:
         return [], [], set()
     if not isinstance(root, yaml.SequenceNode):
         raise RegistryError([Problem(name, root.start_mark.line + 1, None,
-                                     "the registry must be a YAML list of claim mappings")])
-    claims: list[Claim] = []
+                                     f"{what} must be a YAML list of {noun} mappings")])
+    entries: list[Entry] = []
     problems: list[Problem] = []
-    malformed: set[str] = set()  # ids of entries rejected above: still known, for cross-references
-    validator = jsonschema.Draft202012Validator(SCHEMA)
+    malformed: set[str] = set()  # keys of entries rejected here: still known, for cross-references
+    validator = jsonschema.Draft202012Validator(schema)
     for node in root.value:
         at = node.start_mark.line + 1
         if not isinstance(node, yaml.MappingNode):
             problems.append(Problem(name, at, None, "each entry must be a mapping of fields"))
             continue
         field_lines: dict[str, int] = {}
-        cid = None
-        for key, value in node.value:
-            if key.value in field_lines:
-                problems.append(Problem(name, key.start_mark.line + 1, None, f"field '{key.value}' given twice"))
-            field_lines[key.value] = key.start_mark.line + 1
-            if key.value == "id" and isinstance(value, yaml.ScalarNode):
-                cid = value.value
-        data = yaml.SafeLoader("").construct_object(node, deep=True)
+        key = None
+        for k, value in node.value:
+            if k.value in field_lines:
+                problems.append(Problem(name, k.start_mark.line + 1, None, f"field '{k.value}' given twice"))
+            field_lines[k.value] = k.start_mark.line + 1
+            if k.value == key_field and isinstance(value, yaml.ScalarNode):
+                key = value.value
+        data = _plain_dates(_Loader("").construct_object(node, deep=True))
         errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
         for error in errors:
             if error.validator == "additionalProperties" and not error.absolute_path:
-                for extra in sorted(set(data) - set(SCHEMA["properties"])):
-                    problems.append(Problem(name, field_lines.get(extra, at), cid,
-                                            f"unknown field '{extra}' (allowed: {', '.join(SCHEMA['properties'])})"))
+                for extra in sorted(set(data) - set(schema["properties"])):
+                    problems.append(Problem(name, field_lines.get(extra, at), key,
+                                            f"unknown field '{extra}' (allowed: {', '.join(schema['properties'])})"))
                 continue
-            top = str(error.absolute_path[0]) if error.absolute_path else None
-            problems.append(Problem(name, field_lines.get(top, at) if top else at, cid, _schema_message(error)))
+            problems.append(Problem(name, node_line(node, tuple(error.absolute_path)) or at, key,
+                                    _schema_message(error)))
         if errors:
-            if isinstance(cid, str):
-                malformed.add(cid)
+            if isinstance(key, str):
+                malformed.add(key)
             continue
-        claims.append(_claim(data, at, field_lines))
-    return claims, problems, malformed
+        entries.append(Entry(data, at, field_lines, node))
+    return entries, problems, malformed
+
+
+class _Loader(yaml.SafeLoader):
+    """Reads an unquoted arXiv id (2104.09860) as the string it is, not as a float that drops a zero."""
+
+    def construct_yaml_float(self, node: yaml.Node) -> Any:
+        if isinstance(node.value, str) and re.fullmatch(r"\d{4}\.\d{4,5}", node.value):
+            return node.value
+        return super().construct_yaml_float(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
+
+
+def _plain_dates(value: Any) -> Any:
+    """YAML reads an unquoted 2026-12-01 as a date; the files keep dates as ISO strings."""
+    if isinstance(value, dict):
+        return {k: _plain_dates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_dates(v) for v in value]
+    return value.isoformat() if isinstance(value, (dt.date, dt.datetime)) else value
 
 
 def _schema_message(error: jsonschema.ValidationError) -> str:
@@ -152,8 +245,9 @@ def _schema_message(error: jsonschema.ValidationError) -> str:
     if error.validator == "required":
         missing = error.message.split(" is a required")[0]
         if "allOf" in error.absolute_schema_path:  # a field required by the verdict or the kind
-            return f"missing field {missing}: required for this verdict/kind (fails and partly need a correction, " \
-                   "unverifiable a reason, code-snippet a snippet range)"
+            return f"missing field {missing}: required for this verdict/kind/grade (fails and partly need a " \
+                   "correction, unverifiable a reason, code-snippet a snippet range, grade recorded and an " \
+                   "attribution need cites, grade internal a witness)"
         return f"missing field: {missing}"
     if error.validator == "enum":
         return f"{where}: {error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
@@ -175,7 +269,11 @@ def _claim(data: dict[str, Any], at: int, field_lines: dict[str, int]) -> Claim:
         verdict=data["verdict"],
         reason=data.get("reason"),
         correction=data.get("correction"),
+        grade=data.get("grade"),
         evidence=tuple(data.get("evidence") or ()),
+        cites=tuple(data.get("cites") or ()),
+        attribution=data.get("attribution"),
+        witness=tuple(Witness(**w) for w in data.get("witness") or ()),
         uses=tuple(data.get("uses") or ()),
         same_as=data.get("same_as"),
         contradicts=tuple(data.get("contradicts") or ()),

@@ -23,7 +23,9 @@ from typing import Any, Callable
 
 from claimcheck import backends_status
 from claimcheck.asv_results import AsvResults, format_row
-from claimcheck.registry import DECIDED, VERDICTS, Registry
+from claimcheck.records import CannotCompare, compare
+from claimcheck.references import Reference
+from claimcheck.registry import DECIDED, GRADES, VERDICTS, Claim, Registry
 from claimcheck.sources import Sources
 from claimcheck.status import STATUSES
 
@@ -33,8 +35,9 @@ REFUTED_VERDICTS = ("fails", "partly")
 
 
 def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvResults | None = None,
-          generated: str | None = None) -> dict[str, Any]:
+          generated: str | None = None, references: dict[str, Reference] | None = None) -> dict[str, Any]:
     """The report as one JSON-ready mapping (schema: ``claimcheck/report.schema.json``)."""
+    references = references or {}
     rows = {r["id"]: r for r in (results or {}).get("claims", []) if isinstance(r, dict) and "id" in r}
     tests = {t["nodeid"]: t for t in (results or {}).get("tests", []) if isinstance(t, dict) and "nodeid" in t}
     claims = []
@@ -66,6 +69,10 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
             "detail": detail,
             "correction": c.correction,
             "reason": c.reason,
+            "grade": c.grade,
+            "cites": list(c.cites),
+            "record_checks": _record_checks(c, references),
+            "witness": [{"source": w.source, "line": w.line, "quote": w.quote, "role": w.role} for w in c.witness],
             "counterexample": counterexample,
             "evidence": list(c.evidence),
             "outcomes": [_outcome(tests[n]) for n in ran],
@@ -106,6 +113,7 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
             "document": _count(claims, "document", tuple(sources.documents)),
             "topic": _count(claims, "topic", ()),
             "kind": _count(claims, "kind", ()),
+            "grade": _count([c for c in claims if c["decided"] and c["grade"]], "grade", GRADES),
             "decided": {
                 "decided": sum(c["decided"] for c in claims),
                 "unverifiable": sum(c["verdict"] == "unverifiable" for c in claims),
@@ -114,8 +122,37 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
             "rests_on_refuted": sum(bool(c["rests_on_refuted"]) for c in claims),
         },
         "coverage": _coverage(sources, claims),
+        "references": [_reference(r, claims) for r in references.values()],
         "backends": backends_status.summary(list(tests.values())),
         "claims": claims,
+    }
+
+
+def _record_checks(c: Claim, references: dict[str, Reference]) -> list[dict[str, Any]]:
+    """The attribution compared field by field with its record (empty when there is none)."""
+    if not c.attribution or c.attribution["ref"] not in references:
+        return []
+    try:
+        checks = compare(c.attribution, references[c.attribution["ref"]])
+    except CannotCompare:
+        return []
+    return [{"field": k.field, "document": _jsonable(k.stated), "record": _jsonable(k.recorded), "match": k.match,
+             "core": k.core} for k in checks]
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _reference(r: Reference, claims: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "key": r.key, "kind": r.kind, "title": r.title, "authors": list(r.authors), "year": r.year,
+        "published_year": r.published_year, "venue": r.venue, "ids": dict(r.ids), "url": r.url,
+        "read": [{"url": p["url"], "date": p["date"], "fields": list(p["fields"]), "secondary": bool(p.get("secondary"))}
+                 for p in r.read],
+        "facts": [{"key": f.key, "value": f.value, "text": f.text, "url": f.url, "date": f.date,
+                   "secondary": f.secondary} for f in r.facts],
+        "cited_by": [c["id"] for c in claims if r.key in c["cites"]],
     }
 
 
@@ -246,8 +283,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     d = report["counts"]["decided"]
     out += [f"**Decided:** {d['decided']} of {len(report['claims'])} claims "
             f"({d['unverifiable']} unverifiable offline, {d['open']} open).", ""]
-    for title, key in (("Observed status", "status"), ("Verdict", "verdict"), ("Document", "document"),
-                       ("Topic", "topic"), ("Kind", "kind")):
+    for title, key in (("Observed status", "status"), ("Verdict", "verdict"), ("Evidence grade (decided claims)", "grade"),
+                       ("Document", "document"), ("Topic", "topic"), ("Kind", "kind")):
         counts = {k: v for k, v in report["counts"][key].items() if v}
         out += [f"**{title}:** " + ", ".join(f"{k} {v}" for k, v in counts.items()), ""]
     if report["counts"]["rests_on_refuted"]:
@@ -268,22 +305,42 @@ def render_markdown(report: dict[str, Any]) -> str:
         by_doc.setdefault(c["document"], []).append(c)
     out += ["## Claims", ""]
     for doc, claims in by_doc.items():
-        out += [f"### {doc}", "", "| id | line | verdict | status | statement |", "| --- | --- | --- | --- | --- |"]
+        out += [f"### {doc}", "", "| id | line | verdict | grade | status | statement |",
+                "| --- | --- | --- | --- | --- | --- |"]
         for c in sorted(claims, key=lambda c: c["line"]):
-            out.append(f"| [`{c['id']}`](#{_anchor(c['id'])}) | {c['line']} | {c['verdict']} | "
+            out.append(f"| [`{c['id']}`](#{_anchor(c['id'])}) | {c['line']} | {c['verdict']} | {c['grade'] or ''} | "
                        f"{c['status']} | {_cell(c['statement'])} |")
         out.append("")
     out += ["## Details", ""]
+    refs = {r["key"]: r for r in report.get("references", [])}
     for c in report["claims"]:
-        out += _markdown_claim(c)
+        out += _markdown_claim(c, refs)
+    if refs:
+        out += ["## References of record", ""]
+        for r in refs.values():
+            who = ", ".join(r["authors"])
+            ids = ", ".join(f"{k} {v}" for k, v in r["ids"].items())
+            out.append(f"- `{r['key']}`: {who} ({r['year']}). *{r['title']}*. {r['venue'] or ''} {ids}. "
+                       f"<{r['url']}> (read {r['read'][0]['date']}); cited by "
+                       + ", ".join(f"`{i}`" for i in r["cited_by"]))
+        out.append("")
     return "\n".join(out) + "\n"
 
 
-def _markdown_claim(c: dict) -> list[str]:
+def _markdown_claim(c: dict, refs: dict[str, dict] | None = None) -> list[str]:
+    grade = f" ({c['grade']})" if c["grade"] else ""
     out = [f"### {c['id']}", "",
            f"- source: {c['document']}:{c['line']} ({c['section']}), quote: 「{c['quote']}」",
            f"- statement: {c['statement']}",
-           f"- verdict: **{c['verdict']}**, observed: **{c['status']}**: {c['detail']}"]
+           f"- verdict: **{c['verdict']}**{grade}, observed: **{c['status']}**: {c['detail']}"]
+    for key in c["cites"]:
+        r = (refs or {}).get(key)
+        out.append(f"- cites `{key}`" + (f": *{r['title']}* <{r['url']}>" if r else " (no record)"))
+    for k in c["record_checks"]:
+        out.append(f"  - {k['field']}: document {k['document']!r}, record {k['record']!r}: "
+                   + ("matches" if k["match"] else "**differs**"))
+    for w in c["witness"]:
+        out.append(f"- witness ({w['role']}): {w['source']}:{w['line']} 「{w['quote']}」")
     if c["rests_on_refuted"]:
         out.append("- rests on refuted claim(s): " + ", ".join(f"`{u}`" for u in c["rests_on_refuted"]))
     if c["correction"]:

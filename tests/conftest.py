@@ -55,6 +55,7 @@ GOOD_CLAIM = """
   topic: softmax
   kind: identity
   verdict: holds
+  grade: proved
   evidence:
     - properties/test_a.py::test_shift
 """

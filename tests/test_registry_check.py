@@ -36,7 +36,7 @@ def test_invalid_yaml_names_the_file_and_line(project):
 def test_unknown_field(project):
     project.registry(GOOD_CLAIM + "  colour: blue\n")
     project.test_file("test_a.py", GOOD_TEST)
-    assert _one(project, "claims.yaml:11:", "softmax.shift", "unknown field", "colour")
+    assert _one(project, "claims.yaml:12:", "softmax.shift", "unknown field", "colour")
 
 
 def test_missing_field(project):
@@ -54,7 +54,7 @@ def test_value_outside_its_vocabulary(project):
 def test_duplicate_ids(project):
     project.registry(GOOD_CLAIM + GOOD_CLAIM)
     project.test_file("test_a.py", GOOD_TEST)
-    assert _one(project, "claims.yaml:12:", "softmax.shift", "duplicate id", "line 1")
+    assert _one(project, "claims.yaml:13:", "softmax.shift", "duplicate id", "line 1")
 
 
 def test_unknown_source(project):
@@ -94,7 +94,7 @@ def test_verdict_without_its_required_field(project, verdict, needed):
 def test_evidence_naming_a_missing_test(project):
     project.registry(GOOD_CLAIM.replace("test_a.py::test_shift", "test_a.py::test_gone"))
     project.test_file("test_a.py", GOOD_TEST)
-    assert _one(project, "claims.yaml:9:", "softmax.shift", "unknown test 'properties/test_a.py::test_gone'")
+    assert _one(project, "claims.yaml:10:", "softmax.shift", "unknown test 'properties/test_a.py::test_gone'")
 
 
 def test_evidence_naming_a_missing_benchmark(project):
@@ -132,7 +132,7 @@ def test_tagged_test_missing_from_the_claims_evidence(project):
 def test_uses_naming_an_unknown_claim(project):
     project.registry(GOOD_CLAIM + "  uses: [softmax.ghost]\n")
     project.test_file("test_a.py", GOOD_TEST)
-    assert _one(project, "claims.yaml:11:", "softmax.shift", "uses names unknown claim id 'softmax.ghost'")
+    assert _one(project, "claims.yaml:12:", "softmax.shift", "uses names unknown claim id 'softmax.ghost'")
 
 
 def test_uses_forming_a_cycle(project):

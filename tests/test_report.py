@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import yaml
 import pytest
 
 from claimcheck import html, report
@@ -200,3 +201,31 @@ def test_a_new_report_replaces_the_old_one_whole(tiny_project, tmp_path):
     report.write(build(tiny_project), out, html=html.render)
     assert sorted(p.name for p in out.iterdir()) == ["claims.json", "claims.md", "index.html"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["project", "report"]
+
+
+def test_grades_and_references_reach_every_surface(tiny_project):
+    from claimcheck.cli import render_claim_text
+    from claimcheck.references import load_references
+    from tests.test_references import RECORD
+
+    (tiny_project.root / "references.yaml").write_text(RECORD.lstrip(), encoding="utf-8")
+    claims = yaml.safe_load((tiny_project.root / "claims.yaml").read_text())
+    claims.append({"id": "rope.cite", "source": "foundations", "line": 230, "quote": "RoPE (Su et al., 2022)",
+                   "statement": "RoPE is due to Su et al. (2022).", "topic": "rope", "kind": "citation",
+                   "verdict": "partly", "grade": "recorded", "correction": "Su et al., first posted in 2021.",
+                   "cites": ["su2021roformer"],
+                   "attribution": {"ref": "su2021roformer", "authors": ["Su"], "et_al": True, "year": 2022}})
+    tiny_project.write_claims(claims)
+    data = report.build(load_registry(tiny_project.root / "claims.yaml"), load_sources(tiny_project.root), None,
+                        None, references=load_references(tiny_project.root / "references.yaml"))
+    validate(data)
+    c = by_id(data)["rope.cite"]
+    assert c["grade"] == "recorded" and data["counts"]["grade"]["recorded"] == 1
+    assert {k["field"]: k["match"] for k in c["record_checks"]} == {"authors": True, "year": False}
+    assert data["references"][0]["cited_by"] == ["rope.cite"]
+    md = report.render_markdown(data)
+    assert "**partly** (recorded)" in md and "https://arxiv.org/abs/2104.09864v5" in md and "**differs**" in md
+    page = html.render(data)
+    assert 'class="grade g-recorded"' in page and 'href="https://arxiv.org/abs/2104.09864v5"' in page
+    text = render_claim_text(c, by_id(data), {r["key"]: r for r in data["references"]})
+    assert "grade: recorded" in text and "DIFF year" in text
