@@ -162,7 +162,7 @@ def test_codes_of_distinct_positions_differ_in_float64_and_in_float32_below_2_24
                      p=p, p_prime=pp)
 
 
-@pytest.mark.claim("positional.sinusoidal-defined-for-any-position")
+@pytest.mark.claim("positional.sinusoidal-no-learned-position-parameters")
 @given(d_model=even_head_dims(2, 64), pos=st.integers(10**5, 10**9), k=st.integers(-100, 100))
 def test_encoding_beyond_any_training_length_is_finite_bounded_and_shift_equivariant(d_model, pos, k):
     pe = sinusoidal_encoding(torch.tensor(pos), d_model)

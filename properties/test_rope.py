@@ -205,7 +205,7 @@ def test_rope_is_the_block_diagonal_product_of_commuting_plane_rotations(d, data
     claim_assert(abs(torch.linalg.det(R).item() - 1) <= tol, "det R != 1", m=m)
 
 
-@pytest.mark.claim("rope.block-rotations-form-torus-group")
+@pytest.mark.claim("rope.block-rotations-form-torus-group", "rope.rotation-operator-product-of-plane-rotations")
 @refutes(reason="d_k = 6 is the smallest head dimension where the tensor power's size 2^(d_k/2) differs from d_k; "
                 "at d_k = 4 the sizes agree but the matrices differ, shown alongside")
 def test_rope_is_the_action_of_the_tensor_power_so2_otimes_dk_over_2():

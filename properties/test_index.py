@@ -1,0 +1,113 @@
+"""index.txt (the topic index): the Llama 3 8B FFN width from Meta's published formula, consensus with a residual,
+the "row-stochastic matrices must have a dominant" argument for sinks, spectra versus behaviour, and GQA's
+KV-cache saving for the Llama 3 8B configuration.
+
+Records of cited works are in references.yaml; the generic record tests are properties/test_records.py.
+"""
+from fractions import Fraction
+
+import pytest
+import torch
+
+from claimcheck import claim_assert, record, refutes
+from claimcheck.plugin import references
+from impl import param_counts as pc
+from impl.attention import attention_weights
+
+
+def _fact(config, key, name):
+    return references(config)[key].fact(name).value
+
+
+# --- Llama 3 8B: d_ff from Meta's reference FeedForward (index.txt line 143) ----------------------------------
+
+@pytest.mark.claim("architecture.index-llama3-8b-dff-14336")
+def test_meta_ffn_width_formula_gives_14336_for_the_recorded_llama3_8b_arguments(pytestconfig):
+    """Meta's FeedForward: h = int(2 * 4 dim / 3); h = int(multiplier * h); round h up to a multiple of multiple_of."""
+    dim = _fact(pytestconfig, "meta-llama3-8b-config", "d-model")
+    mult = _fact(pytestconfig, "meta-llama3-8b-config", "ffn-dim-multiplier")
+    multiple_of = _fact(pytestconfig, "meta-llama3-8b-config", "multiple-of")
+    hidden = int(2 * (4 * dim) / 3)
+    hidden = int(mult * hidden)
+    hidden = multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+    record("llama3_8b_ffn_hidden_dim", hidden)
+    claim_assert(hidden == 14336, "Meta's formula does not give d_ff = 14336", hidden=hidden, dim=dim, mult=mult,
+                 multiple_of=multiple_of)
+    claim_assert(_fact(pytestconfig, "meta-llama3-8b-config", "ffn-hidden-dim") == hidden,
+                 "the record's ffn-hidden-dim is not what its own formula inputs give", hidden=hidden)
+
+
+# --- consensus needs F_l = 0 (index.txt lines 100 and 108) -------------------------------------------------------
+
+@pytest.mark.claim("attention.index-attention-heads-are-consensus-protocols")
+@refutes(reason="two scalar tokens, uniform attention (equal logits) and the residual F_l(x) = x of index.txt line "
+                "100: the smallest update of the stated form; the gap between the tokens is exactly preserved")
+def test_with_a_residual_the_consensus_update_never_reaches_agreement():
+    x = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    a = torch.full((2, 2), 0.5, dtype=torch.float64)  # softmax of equal logits: row-stochastic, entries >= 1/2
+    gaps = []
+    for _ in range(50):
+        x = a @ x + x  # x_i^{l+1} = sum_j alpha_ij x_j^l + F_l(x_i^l), F_l = identity
+        gaps.append((x[1] - x[0]).item())
+    record("gap_after_50_layers", gaps[-1])
+    claim_assert(gaps[-1] < 0.5, "tokens do not approach a common value: the gap stays 1 at every layer",
+                 gaps=gaps[:3] + gaps[-1:])
+
+
+# --- "row-stochastic matrices must have a dominant" (index.txt line 112) -----------------------------------------
+
+@pytest.mark.claim("attention.index-row-stochastic-forces-a-dominant-token")
+@refutes(reason="n = 4 equal logits: softmax gives the uniform row-stochastic matrix, every entry 1/4; and with no "
+                "positions or mask, permuting the tokens permutes the weights, so no position is singled out")
+def test_a_row_stochastic_attention_matrix_need_not_have_a_dominant_token():
+    n = 4
+    q = torch.zeros((n, 3), dtype=torch.float64)
+    k = torch.zeros((n, 3), dtype=torch.float64)
+    a = attention_weights(q, k)
+    perm = torch.tensor([1, 2, 3, 0])
+    x = torch.randn((n, 3), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    equivariant = torch.allclose(attention_weights(x[perm], x[perm]), attention_weights(x, x)[perm][:, perm])
+    record("uniform_row", a[0].tolist())
+    claim_assert(not equivariant or a.max().item() > 1.0 / n + 1e-12,
+                 "a row-stochastic attention matrix with no dominant entry, and no preferred position",
+                 row=a[0].tolist(), permutation_equivariant=equivariant)
+
+
+# --- spectra do not determine behaviour (index.txt line 120) -----------------------------------------------------
+
+@pytest.mark.claim("spectral.index-attention-and-jacobian-spectra-determine-behaviour")
+@refutes(reason="a 3-token softmax attention matrix A and its conjugate P A P^T by a transposition: equal "
+                "eigenvalues and singular values (attention and Jacobian spectra of the linear map V -> A V), "
+                "different outputs on the same values")
+def test_equal_attention_and_jacobian_spectra_with_different_outputs():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn((3, 2), generator=gen, dtype=torch.float64)
+    a = attention_weights(x, x * 2.0)
+    p = torch.eye(3, dtype=torch.float64)[[1, 0, 2]]
+    b = p @ a @ p.T  # row-stochastic too: a permutation-similar attention matrix
+    v = torch.tensor([[1.0], [0.0], [-1.0]], dtype=torch.float64)
+    same_eig = torch.allclose(torch.sort(torch.linalg.eigvals(a).real).values,
+                              torch.sort(torch.linalg.eigvals(b).real).values, atol=1e-12)
+    same_sv = torch.allclose(torch.linalg.svdvals(a), torch.linalg.svdvals(b), atol=1e-12)
+    differ = (a @ v - b @ v).abs().max().item()
+    record("output_difference", differ)
+    claim_assert(not (same_eig and same_sv and differ > 1e-6),
+                 "equal spectra of the attention matrix and of the layer's Jacobian, different outputs",
+                 same_eigenvalues=same_eig, same_singular_values=same_sv, output_difference=differ)
+
+
+# --- GQA's KV-cache saving in the Llama 3 8B configuration (index.txt lines 142 and 256) --------------------------
+
+@pytest.mark.claim("multi-head.index-gqa-divides-kv-by-h-over-g")
+def test_llama3_8b_gqa_divides_kv_cache_and_kv_projections_by_four(pytestconfig):
+    h = _fact(pytestconfig, "meta-llama3-8b-config", "n-heads")
+    g = _fact(pytestconfig, "meta-llama3-8b-config", "n-kv-heads")
+    d = _fact(pytestconfig, "meta-llama3-8b-config", "d-model")
+    layers = _fact(pytestconfig, "meta-llama3-8b-config", "n-layers")
+    d_head = d // h
+    mha = pc.kv_cache_elements(layers, h, d_head, seq_len=8192)
+    gqa = pc.kv_cache_elements(layers, g, d_head, seq_len=8192)
+    kv_proj = lambda heads: 2 * pc.linear_params(d, heads * d_head, bias=False)  # noqa: E731
+    record("kv_cache_bf16_gib_at_8192", {"mha": mha * 2 / 2**30, "gqa": gqa * 2 / 2**30})
+    claim_assert(Fraction(mha, gqa) == Fraction(h, g) == 4, "KV cache ratio != h / g = 4", mha=mha, gqa=gqa)
+    claim_assert(Fraction(kv_proj(h), kv_proj(g)) == 4, "K, V projection ratio != 4", mha=kv_proj(h), gqa=kv_proj(g))
