@@ -1,9 +1,10 @@
-"""Long-context claims that cite experiments: internal consistency of the reported tables."""
+"""Long-context claims that cite experiments: internal consistency of the reported tables, and Corollary 1."""
+import math
 from decimal import Decimal
 
 import pytest
 
-from claimcheck import claim_assert, record
+from claimcheck import claim_assert, record, refutes
 
 # foundations.txt lines 747-750: standard PPL, critical-scaling PPL and improvement %, as printed
 # (the number of decimals printed tells how much each figure was rounded).
@@ -38,3 +39,48 @@ def test_llama2_improvement_is_the_relative_ppl_reduction(standard, critical, pr
     claim_assert(lo - slack <= float(printed) <= hi + slack,
                  "improvement is not (standard - critical) / standard for any PPLs that round to the table's",
                  implied_range=[lo, hi], printed_percent=printed)
+
+
+# --- Corollary 1 of foundations.txt line 615, decided (issue 12) --------------------------------------------------
+# "For T > T_train a RoPE Transformer's accuracy is at least 1 - O((T_train / T)^gamma), gamma > 0" puts no
+# condition on the model, the task or training, and its right-hand side tends to 1 as T grows. A RoPE model with
+# a zero read-out is a RoPE Transformer; it predicts one class, so on a task with balanced labels its accuracy is
+# exactly 1/2 at every length, below 1 - C (T_train / T)^gamma once T > T_train (2 C)^(1 / gamma), for every C, gamma.
+
+def _zero_readout_rope_accuracy(t: int, d: int = 4, batch: int = 16, seed: int = 0) -> float:
+    import math
+
+    import torch
+
+    from impl.rope import rope_frequencies, rope_interleaved
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, t, d, dtype=torch.float64, generator=g)
+    labels = torch.arange(batch) % 2  # balanced binary labels (e.g. the sign of the first token), half of each
+    w = [torch.randn(d, d, dtype=torch.float64, generator=g) for _ in range(3)]
+    pos, theta = torch.arange(t, dtype=torch.float64), rope_frequencies(d)
+    q, k = rope_interleaved(x @ w[0], pos, theta), rope_interleaved(x @ w[1], pos, theta)
+    h = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d), -1) @ (x @ w[2])
+    logits = h[:, -1] @ torch.zeros(d, 2, dtype=torch.float64)  # zero read-out: both classes score 0
+    pred = logits.argmax(-1)  # ties go to class 0
+    return float((pred == labels).double().mean())
+
+
+@pytest.mark.claim("long-context.rope-extrapolation-accuracy-lower-bound", "long-context.rope-corollary-justifies-ntk-yarn",
+                   "long-context.rope-extrapolation-gamma-dependence")
+@refutes(reason="the least trained RoPE model there is (zero read-out) on a balanced task: accuracy exactly 1/2 at "
+                "every length; for each constant pair (C, gamma) it is evaluated at the first length where the bound "
+                "exceeds 3/4")
+def test_a_rope_model_whose_accuracy_stays_at_one_half_breaks_the_bound():
+    t_train = 8
+    broken = []
+    for c in (0.5, 1.0, 2.0):
+        for gamma in (0.5, 1.0, 2.0):
+            t = math.ceil(t_train * (4 * c) ** (1 / gamma)) + 1  # there C (T_train / T)^gamma < 1/4
+            bound = 1 - c * (t_train / t) ** gamma
+            acc = _zero_readout_rope_accuracy(t)
+            assert acc == 0.5  # the construction itself: balanced labels, one predicted class
+            if acc < bound:
+                broken.append({"C": c, "gamma": gamma, "T": t, "bound": round(bound, 3), "accuracy": acc})
+    record("(C, gamma, T) where accuracy < 1 - C (T_train/T)^gamma", broken)
+    claim_assert(not broken, "a RoPE Transformer's accuracy stays below 1 - C (T_train/T)^gamma for every C, gamma tried",
+                 counterexamples=broken)

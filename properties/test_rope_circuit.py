@@ -1,12 +1,14 @@
-"""Empirical analogues of the circuit-complexity statements of foundations.txt lines 576-638.
+"""The circuit-complexity statements of foundations.txt lines 576-638.
 
-The theorems are attributed to a paper and stated without a circuit model (gate basis, fan-in,
-precision), so they are recorded as unverifiable. Two measurable analogues bear on them:
+Theorem 1 and the size table (lines 580-591) are refuted by counting: the n d output sign bits of one
+attention layer are pairwise different Boolean functions, so every circuit computing the layer has at
+least n d gates, in any basis and with any fan-in, which is not O(L H d^2 d_k log n). Lemma 1 and the
+pseudocode's gate counts (lines 595-638) state no circuit model and stay unverifiable; two measurable
+analogues bear on them:
 
 * dependence: the output of a RoPE attention layer at the last position depends on every one of
   the n d input numbers (n tokens of d coordinates), so a circuit of fan-in-2 gates computing it has at least
-  n d - 1 gates
-  (a gate count of O(log n) is possible only when unbounded fan-in gates are counted without wires);
+  n d - 1 gates;
 * precision: the number of bits of theta needed to get cos(m theta) to a fixed accuracy grows like
   log2 m (the ``bits=O(log m)`` of the pseudocode at line 632), one bit per doubling of m.
 """
@@ -20,7 +22,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, record
+from claimcheck import claim_assert, record, refutes
 from impl.rope import rope_frequencies, rope_interleaved
 from impl.softmax import stable_softmax
 
@@ -34,8 +36,7 @@ def _rope_attention_last_output(x: torch.Tensor, w: tuple[torch.Tensor, ...]) ->
     return stable_softmax(q[-1] @ k.T / math.sqrt(d)) @ v
 
 
-@pytest.mark.claim("expressivity.rope-transformer-circuit-size-bound", "expressivity.standard-transformer-circuit-size-table",
-                   "expressivity.rope-transformer-circuit-size-table")
+@pytest.mark.claim("expressivity.rope-transformer-circuit-size-bound", "expressivity.rope-transformer-circuit-size-table")
 @given(n=st.integers(2, 64), seed=st.integers(0, 2**31 - 1))
 def test_rope_attention_output_depends_on_every_input_number(n, seed):
     d = 4
@@ -76,3 +77,65 @@ def test_bits_of_theta_needed_for_the_rotation_grow_like_log2_m():
     # |m (theta_b - theta)| <= m 2^{-b-1} must stay below the tolerance: b ~ log2 m + const, slope 1.
     claim_assert(0.8 <= slope <= 1.2, "the precision needed does not grow like log2 m", slope=float(slope),
                  bits=bits.tolist())
+
+
+# --- Theorem 1 and the table of lines 586-591, decided (issue 12) -----------------------------------------------
+# A circuit computing a layer's output must contain, for every output number, the gate that computes its sign
+# bit (any encoding of a real number has one). Gates that compute different Boolean functions are different
+# gates, whatever the basis and fan-in. So if the n d output sign bits are pairwise different functions, none
+# constant and none equal to an input bit, the circuit has at least n d gates: it grows linearly in n, and
+# n d / (L H d^2 d_k log n) -> infinity, so no O(L H d^2 d_k log n) size bound can hold (L = H = 1 here).
+
+def _attention_layer(x: torch.Tensor, w: tuple[torch.Tensor, ...], pe: str) -> torch.Tensor:
+    """One unmasked attention head over a batch (B, n, d), RoPE or additive sinusoidal position encoding."""
+    n, d = x.shape[-2:]
+    pos = torch.arange(n, dtype=torch.float64)
+    if pe == "additive":
+        x = x + torch.sin(pos[:, None] / 10000.0 ** (torch.arange(d, dtype=torch.float64) / d))
+    q, k, v = (x @ wi for wi in w)
+    if pe == "rope":
+        theta = rope_frequencies(d)
+        q, k = rope_interleaved(q, pos, theta), rope_interleaved(k, pos, theta)
+    return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d), -1) @ v
+
+
+def _distinct_output_sign_functions(n: int, d: int, pe: str, batch: int = 128) -> int:
+    """How many of the n d output sign bits are pairwise different, non-constant and differ from every input
+    sign bit, as witnessed on `batch` random inputs (a witness of difference is exact: two functions that
+    differ on one input are different functions)."""
+    g = torch.Generator().manual_seed(1000 + n)
+    w = tuple(torch.randn(d, d, dtype=torch.float64, generator=g) for _ in range(3))
+    x = torch.randn(batch, n, d, dtype=torch.float64, generator=g)
+    out_bits = (_attention_layer(x, w, pe) > 0).reshape(batch, -1).T  # (n d, batch): truth table rows
+    in_bits = {tuple(r) for r in (x > 0).reshape(batch, -1).T.tolist()}
+    rows = {tuple(r) for r in out_bits.tolist() if 0 < sum(r) < batch}
+    return len(rows - in_bits)
+
+
+@pytest.mark.claim("expressivity.rope-transformer-circuit-size-bound", "expressivity.rope-transformer-circuit-size-table",
+                   "expressivity.rope-vs-relative-log-n-advantage")
+@refutes(reason="one RoPE attention head (L = H = 1, d = d_k = 4): every output sign bit is a distinct gate, so the "
+                "exact count of distinct output sign functions is a lower bound on the circuit size in any basis")
+def test_rope_layer_needs_a_gate_per_output_so_size_grows_like_n():
+    _size_grows_like_n("rope")
+
+
+@pytest.mark.claim("expressivity.standard-transformer-circuit-size-table")
+@refutes(reason="one attention head with additive sinusoidal position encoding (L = H = 1, d = d_k = 4): every "
+                "output sign bit is a distinct gate, a lower bound on the circuit size in any basis")
+def test_additive_pe_layer_needs_a_gate_per_output_so_size_grows_like_n():
+    _size_grows_like_n("additive")
+
+
+def _size_grows_like_n(pe: str) -> None:
+    import sympy as sp
+    d = 4
+    ns = [4, 16, 64]
+    lower = [_distinct_output_sign_functions(n, d, pe) for n in ns]
+    record("n", ns)
+    record("gates needed (distinct output sign functions)", lower)
+    assert lower == [n * d for n in ns], f"expected n d distinct output bits, found {lower}"  # the witness itself
+    n = sp.symbols("n", positive=True)
+    ratio = sp.limit(n * d / (d**2 * d * sp.log(n)), n, sp.oo)  # lower bound / (L H d^2 d_k log n)
+    claim_assert(ratio.is_finite, "the size needed, n d, is not O(L H d^2 d_k log n): n d / log n -> oo",
+                 lower_bound=lower, limit=str(ratio))
