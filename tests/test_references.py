@@ -93,8 +93,11 @@ def test_an_unknown_cites_key_is_rejected(project):
 
 
 def test_a_citation_claim_must_cite_a_record(project):
-    _setup(project, claims=CITATION.replace("  cites: [su2021roformer]\n", ""))
-    assert _one(project, "claims.yaml:19:", "rope.cite", "a citation claim must cite a record")
+    decided = CITATION.replace("verdict: unverifiable", "verdict: holds\n  grade: internal\n  witness: [{source: "
+                               "foundations, line: 230, quote: 'Su et al.', role: supports}]\n  evidence: ['properties/"
+                               "test_records.py::test_document_supports_the_claim[rope.cite]']")
+    _setup(project, claims=decided.replace("  cites: [su2021roformer]\n", ""))
+    assert _one(project, "rope.cite", "a citation claim must cite a record")
 
 
 @pytest.mark.parametrize("bad, message", [
