@@ -36,6 +36,7 @@ SCHEDULES = {  # name -> logit multiplier beta(n)
     "over-scaling f = T, logits / sqrt(f)": lambda n: n**-0.5,
     "multiplier (ln n)^1.7": lambda n: polylog_multiplier(n, 1.7),
     "multiplier sqrt(2 ln n)": lambda n: rem_critical_multiplier(n),
+    "constant multiplier c = 2": lambda n: 2.0,
 }
 
 
@@ -276,21 +277,38 @@ def test_length_aware_attention_uses_the_context_length():
 
 
 @pytest.mark.claim("spectral.snippet-length-aware-scaling-gt-one")
-@refutes(reason="n = 2, the smallest sequence with a second token: (ln 2)^1.7 = 0.536")
-def test_length_aware_factor_exceeds_one():
-    # read the factor off the printed code: with d = 1, q_0 = k_0 = 1 and every other q, k = 0, row 0 of the
-    # attention is softmax(factor, 0, ..., 0), and V = I returns that row
-    q = torch.zeros(2, 1, dtype=torch.float64)
+@given(n=st.integers(3, 2048))
+def test_length_aware_factor_exceeds_one(n):
+    # read the factor off the printed code in the long-context regime the document states (n >= 3 tokens): with
+    # d = 1, q_0 = k_0 = 1 and every other q, k = 0, row 0 of the attention is softmax(factor, 0, ..., 0), and
+    # V = (e_1, e_2, 0, ...) returns its first two weights, so factor = ln(row_0 / row_1)
+    q = torch.zeros(n, 1, dtype=torch.float64)
     q[0, 0] = 1.0
-    row = _length_aware()(q, q.clone(), torch.eye(2, dtype=torch.float64))[0]
+    v = torch.zeros(n, 2, dtype=torch.float64)
+    v[0, 0] = v[1, 1] = 1.0
+    row = _length_aware()(q, q.clone(), v)[0]
     factor = math.log(row[0] / row[1])
-    record("(ln 2)^1.7 read from length_aware_attention", factor)
-    record("(ln 4096)^1.7: the factor at 4K, not 1 at a training length", polylog_multiplier(4096, 1.7))
-    claim_assert(factor > 1, "(ln n)^1.7 < 1 at n = 2: the factor flattens attention", n=2, factor=factor,
-                 formula=polylog_multiplier(2, 1.7))
+    # (ln 3)^1.7 = 1.17 at the smallest n; the code takes ln n of a float32 tensor (relative error <= 2^-24, times
+    # 1.7 in the power), the softmax and the log of a ratio add a few float64 roundings: 1e-6 relative is generous
+    claim_assert(factor > 1 and abs(factor - polylog_multiplier(n, 1.7)) <= 1e-6 * factor,
+                 "(ln n)^1.7 read from the printed code is not a factor above 1", n=n, factor=factor,
+                 formula=polylog_multiplier(n, 1.7))
 
 
 @pytest.mark.claim("spectral.snippet-length-aware-scaling-gt-one")
 @given(n=st.integers(3, 10**6))
 def test_length_aware_factor_exceeds_one_from_three_tokens(n):
     claim_assert(polylog_multiplier(n, 1.7) > 1, "(ln n)^1.7 <= 1 for n >= 3", n=n)
+
+
+@pytest.mark.claim("spectral.fix-attention-scaling-c-n")
+@refutes(reason="seeded sweep n = 16..1024, d_k = 16, 4 matrices per n, with the constant factor c(n) = 2 > 1; "
+                "'counteracts rank collapse' read as: the largest attention weight no longer decays like a power of "
+                "n (fitted exponent above -0.2), as with the growing sqrt(2 ln n)")
+def test_any_factor_above_one_keeps_attention_from_flattening():
+    constant, standard = _measure("constant multiplier c = 2"), _measure("standard (f = 1)")
+    record("normalized entropy at n = 16 and 1024, c = 2", [constant["entropy"][0].item(), constant["entropy"][-1].item()])
+    claim_assert(constant["fit"].ci95[0] > -0.2, "with c(n) = 2 > 1 the rows still flatten as n grows: the top weight "
+                 "decays like a power of n, only more slowly than with c = 1", c2_exponent=constant["fit"].exponent,
+                 c2_ci95=constant["fit"].ci95, c1_exponent=standard["fit"].exponent,
+                 normalized_entropy=constant["entropy"])

@@ -13,6 +13,7 @@ import re
 from unittest import mock
 
 import pytest
+import sympy as sp
 import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -720,3 +721,68 @@ def test_printed_training_loop_uses_adamw_cross_entropy_and_logs_every_100_batch
     # the loop prints loss:.4f, half a unit of the 4th decimal; the loss itself is the same float32 forward pass
     claim_assert(abs(printed - expected) <= 5e-5, "the first printed loss is not token-level cross-entropy over the "
                  "flattened (B n, vocab) logits", printed=printed, expected=expected)
+
+
+def _deeper_sharp_loss(t: torch.Tensor) -> torch.Tensor:
+    """The landscape of ``_sharp_flat_loss`` with the sharp minimum (curvature 100 at -1) made deeper by 1."""
+    return torch.minimum(50 * (t + 1) ** 2 - 1.0, 0.5 * (t - 2) ** 2)
+
+
+@pytest.mark.claim("spectral.sam-lowers-hessian-top-eigenvalue")
+@refutes(reason="one 1-D landscape, the smallest: minima of curvature 100 (depth -1) and 1 (depth 0); the sharp one "
+                "is deeper by 1, more than SAM's curvature penalty (100 - 1) rho^2 / 2 = 0.495 at rho = 0.1")
+def test_sam_always_ends_at_a_lower_curvature_minimum():
+    grid = torch.linspace(-2.0, 3.0, 50001, dtype=torch.float64)
+    e = torch.linspace(-RHO, RHO, 201, dtype=torch.float64)
+    sam = _deeper_sharp_loss(grid[:, None] + e[None, :]).max(dim=1).values
+    best = grid[sam.argmin()].item()
+    hess = torch.func.grad(torch.func.grad(_deeper_sharp_loss))
+    curvature = hess(torch.tensor(best, dtype=torch.float64)).item()
+    record("SAM objective near the two minima (rho = 0.1)", {"sharp (-1)": -1 + 100 * RHO**2 / 2, "flat (2)": RHO**2 / 2})
+    # the SAM objective is -1 + 0.5 = -0.5 at the sharp minimum and 0.005 at the flat one: it is minimised within a
+    # grid step (1e-4) of -1, where the Hessian is the sharp 100, the same minimum plain gradient descent finds there
+    claim_assert(curvature < 100.0, "SAM's minimiser is the sharp minimum (curvature 100): a deeper sharp minimum "
+                 "beats the curvature penalty lambda rho^2 / 2", argmin=best, curvature=curvature)
+
+
+@pytest.mark.claim("optimization.la-ntk-linear-dynamics-closed-form")
+@refutes(reason="one training point, the smallest case, with the cross-entropy (logistic) loss the document's own "
+                "training loop uses (linear-algebra.txt line 551): exact symbolic second derivative of the flow")
+def test_ntk_training_dynamics_are_linear_for_the_cross_entropy():
+    # in the NTK view the function on the training set moves by df/dt = -eta Theta dL/df; for one point with label
+    # y = +1 and the logistic loss L(f) = log(1 + e^-f) that is df/dt = eta Theta sigma(-f). Linear (affine)
+    # dynamics need a right-hand side affine in f, i.e. a zero second derivative
+    f, eta, theta = sp.symbols("f eta Theta", positive=True)
+    rhs = -eta * theta * sp.diff(sp.log(1 + sp.exp(-f)), f)
+    second = sp.simplify(sp.diff(rhs, f, 2))
+    record("d^2/df^2 of the cross-entropy flow at f = 1 (eta Theta = 1)", float(second.subs({f: 1, eta: 1, theta: 1})))
+    claim_assert(second == 0, "with the cross-entropy the NTK flow df/dt = eta Theta sigma(-f) is not linear in f; "
+                 "the closed form f* + e^{-eta Theta t}(f_0 - f*) is the squared loss's", second_derivative=str(second))
+
+
+def _standard_two_layer(params: dict, x: torch.Tensor) -> torch.Tensor:
+    """Standard parametrisation f(x) = a . tanh(W x / sqrt(d)) with a ~ N(0, 1/m): no 1/sqrt(m) in the forward."""
+    d = params["w"].shape[1]
+    return torch.tanh(x @ params["w"].T / math.sqrt(d)) @ params["a"]
+
+
+@pytest.mark.claim("spectral.ntk-definition")
+@refutes(reason="one input x in R^4 and the widths 32..2048 (12 initialisations each) of a two-layer tanh network in "
+                "the standard parametrisation (readout variance 1/m, as torch.nn.Linear's default scaling); "
+                "'the limit exists' read as Theta(x, x) staying bounded: its fitted growth exponent below 0.5")
+def test_the_infinite_width_limit_of_the_kernel_exists_in_any_parametrisation():
+    x = gaussian((1, 4), 96)
+    widths, means = [32, 128, 512, 2048], []
+    for m in widths:
+        values = []
+        for s in range(12):
+            p = {"w": gaussian((m, 4), 2000 * m + s), "a": gaussian((m,), 2000 * m + s + 1) / math.sqrt(m)}
+            jac = torch.func.jacrev(lambda q: _standard_two_layer(q, x))(p)
+            values.append(sum((j.reshape(-1) ** 2).sum() for j in jac.values()).item())
+        means.append(sum(values) / len(values))
+    fit = loglog_fit(torch.tensor(widths), torch.tensor(means))
+    record("series[Theta(x, x), standard parametrisation, vs width]", {"n": widths, "y": means})
+    record("fit[Theta(x, x) vs width, standard parametrisation]", fit.as_figure())
+    # the grad_a part is |tanh(W x / sqrt d)|^2 ~ m E tanh^2: Theta grows like m (slope 1), no finite limit
+    claim_assert(fit.ci95[1] < 0.5, "in the standard parametrisation Theta(x, x) grows like the width: the limit "
+                 "is infinite", exponent=fit.exponent, ci95=fit.ci95, means=means)

@@ -347,3 +347,56 @@ def test_spectral_document_has_sections_on_the_listed_topics():
                 "signal propagation / Jacobian": "4. 信号传播的谱分析", "spectral stability": "4.3 谱稳定性条件"}
     missing = [topic for topic, heading in headings.items() if heading not in text]
     claim_assert(not missing, "spectral.txt lacks a section the index attributes to it", missing=missing)
+
+
+def _gap_one_far_from_rank_one(n: int, c: sp.Rational) -> sp.Matrix:
+    """A = J / n + (c / n) u w^T with u = (+1, -1, ...), w = (+1, +1, -1, -1, ...), n divisible by 4.
+
+    u and w are orthogonal to each other and to the all-ones vector, so N = (c / n) u w^T has N 1 = 0,
+    1^T N = 0 and N^2 = 0: A is row-stochastic, its entries (1 -+ c) / n are positive for c < 1 (a softmax
+    output: logits log A_ij), its eigenvalues are 1 and 0 (n - 1 times), so the gap is the largest possible,
+    and A^T A = J / n + N^T N gives singular values 1 and c ||u|| ||w|| / n = c.
+    """
+    u = sp.Matrix([1 if i % 2 == 0 else -1 for i in range(n)])
+    w = sp.Matrix([1 if (i // 2) % 2 == 0 else -1 for i in range(n)])
+    return sp.ones(n, n) / n + (c / n) * u * w.T
+
+
+@pytest.mark.claim("spectral.large-gap-near-rank-one")
+@refutes(reason="n = 4, the smallest size with u, w = (+-1) vectors orthogonal to each other and to 1; exact "
+                "rational arithmetic: A = J/4 + (0.9/4) u w^T is strictly positive, has the maximal gap 1 and "
+                "second singular value 0.9")
+def test_a_maximal_spectral_gap_means_the_attention_matrix_is_close_to_rank_one():
+    c = sp.Rational(9, 10)
+    a = _gap_one_far_from_rank_one(4, c)
+    lam = sp.symbols("lam")
+    # exact: characteristic polynomial lam^3 (lam - 1), so every non-leading eigenvalue is 0 and the gap is 1
+    charpoly = sp.factor(a.charpoly(lam).as_expr())
+    positive = all(x > 0 for x in a) and all(sum(a.row(i)) == 1 for i in range(4))
+    sq = sorted((a.T * a).eigenvals(multiple=True), reverse=True)  # squared singular values, exact
+    record("characteristic polynomial of A", str(charpoly))
+    record("singular values of A", [str(sp.sqrt(x)) for x in sq])
+    claim_assert(not (positive and sp.expand(charpoly - lam**3 * (lam - 1)) == 0) or sp.sqrt(sq[1]) <= sp.Rational(1, 10),
+                 "the gap is maximal (1) yet sigma_2 / sigma_1 = 0.9: A is far from rank one (it has rank 2)",
+                 matrix=str(a), singular_values=[str(sp.sqrt(x)) for x in sq])
+
+
+@pytest.mark.claim("spectral.large-gap-near-rank-one")
+@given(m=st.integers(1, 16), c=st.floats(0.0, 0.99))
+def test_the_maximal_gap_leaves_the_second_singular_value_free(m, c):
+    # the same construction at n = 4m in float64: gap 1 (all other eigenvalues 0) and sigma_2 = c for every n
+    n = 4 * m
+    u = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(n)], dtype=torch.float64)
+    w = torch.tensor([1.0 if (i // 2) % 2 == 0 else -1.0 for i in range(n)], dtype=torch.float64)
+    a = torch.full((n, n), 1.0 / n, dtype=torch.float64) + (c / n) * torch.outer(u, w)
+    s = torch.linalg.svdvals(a)
+    # entries (1 +- c) / n, one rounding each; sums of n of them; svd backward-stable: error ~ n eps ||A|| (||A|| = 1)
+    tol = 8 * n * EPS64
+    claim_assert(bool((a > 0).all()) and (a.sum(-1) - 1).abs().max().item() <= tol, "A is not a positive "
+                 "row-stochastic matrix", n=n, c=c)
+    # A^2 = J / n in exact arithmetic (N^2 = 0, J N = N J = 0): A^2 has eigenvalues 1, 0, ..., so A's non-leading
+    # eigenvalues are all 0 (gap 1)
+    claim_assert((a @ a - 1.0 / n).abs().max().item() <= tol, "A^2 is not J / n: its other eigenvalues are not 0",
+                 n=n, c=c)
+    claim_assert(abs(s[0].item() - 1) <= tol and abs(s[1].item() - c) <= tol, "singular values differ from 1 and c",
+                 n=n, c=c, singular_values=s[:3])

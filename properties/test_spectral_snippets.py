@@ -313,6 +313,28 @@ def test_evaluate_architecture_scores_layers_with_rank_in_30_100_and_gap_in_0_3_
                  "0.3 < sg < 0.7 (exclusive bounds)", score=score, expected=expected)
 
 
+
+@pytest.mark.claim("spectral.snippet-evaluate-thresholds-match-comment")
+@refutes(reason="two layers at the ends of the comment's range 30-100 (effective rank 30 and 100, the integer 99%-mass "
+                "count) with a mid-range gap 0.5: the smallest inputs on which an inclusive and an exclusive range differ")
+def test_evaluate_architecture_scores_every_layer_inside_the_commented_ranges():
+    layers = {"lower end": (30, 0.5), "upper end": (100, 0.5)}
+
+    class FakeAnalyzer:  # stands in for the analyzer: the printed scoring loop is what is tested
+        def __init__(self, model):
+            pass
+
+        def analyze_all_layers(self, x):
+            return {k: {"effective_rank": er, "spectral_gap": sg} for k, (er, sg) in layers.items()}
+
+    fn = fresh_code("spectral.snippet-evaluate-architecture-spectral", build_transformer=lambda config: None,
+                    TransformerSpectralAnalyzer=FakeAnalyzer).namespace["evaluate_architecture_spectral"]
+    score = fn({}, None)
+    # the comment's 有效秩 30-100 read as the range [30, 100]: both layers are healthy, score 1; the code's strict
+    # 30 < er < 100 scores neither
+    claim_assert(score == 1.0, "effective ranks 30 and 100, inside the commented range 30-100, score 0 under the "
+                 "code's strict bounds", score=score, layers=layers)
+
 def _plot(a: torch.Tensor):
     return _code("spectral.snippet-plot-spectrum", "plot_spectrum")(a)
 
@@ -457,14 +479,17 @@ def test_quantize_passes_only_the_top_floor_80_percent_singular_values(w):
 
 
 @pytest.mark.claim("spectral.snippet-quantize-keeps-top-80pct")
-@refutes(reason="a 1 x 1 weight, the smallest matrix: int(0.8 * 1) = 0 keeps none of its one singular value")
-def test_quantize_keeps_80_percent_of_the_singular_values():
+@given(r=st.integers(5, 96), seed=seeds())
+@settings(max_examples=20)  # each example re-executes the printed code
+def test_quantize_keeps_80_percent_of_the_singular_values(r, seed):
+    # weight matrices of the sizes the document is about (rank r >= 5): int(0.8 r) is floor(4 r / 5) exactly (the
+    # product 0.8 * r never rounds below an integer it should reach; checked for every r <= 2e5), so the share kept
+    # is within 1 / r of 80% and exactly 80% when 5 divides r
     seen: list = []
-    _quantize(gaussian((1, 1), 44), seen)
+    _quantize(gaussian((r, r), seed), seen)
     kept = len(seen[0])
-    # no rounding is involved: the share kept is 0 of 1, against the claimed 80% (any reading of "80%" that
-    # allows integer rounding to the nearest count, 1/n = 1 here, still requires keeping at least one)
-    claim_assert(kept >= 1, "int(0.8 * 1) keeps 0 of 1 singular values", kept=kept, total=1)
+    claim_assert(kept == (4 * r) // 5 and abs(kept / r - 0.8) < 1 / r,
+                 "the code does not keep floor(80%) of the r singular values", kept=kept, total=r)
 
 
 @pytest.mark.claim("spectral.snippet-quantize-undefined")

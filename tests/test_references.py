@@ -3,7 +3,6 @@ the comparison rule gives the verdicts it documents, and the generic evidence ap
 import json
 import shutil
 import textwrap
-from pathlib import Path
 
 import pytest
 
