@@ -237,7 +237,7 @@ def _check_records(root: Path, reg: str, claims: list[Claim], tests: dict[str, T
                 problems.append(Problem(reg, c.line_of("witness"), c.id,
                                         f"witness quote {w.quote!r} not found within 3 lines of {w.source}:{w.line}"))
         problems += _check_grade(reg, c, tests)
-    problems += _check_citation_conflicts(reg, claims)
+    problems += _check_citation_conflicts(reg, claims, refs)
     return problems
 
 
@@ -258,8 +258,9 @@ def _check_grade(reg: str, c: Claim, tests: dict[str, TestFunction]) -> list[Pro
     return []
 
 
-def _check_citation_conflicts(reg: str, claims: list[Claim]) -> list[Problem]:
-    """Two claims that say different things of the same work must be linked (``contradicts``)."""
+def _check_citation_conflicts(reg: str, claims: list[Claim], refs: dict) -> list[Problem]:
+    """Two claims that say different things of the same work, not both borne out by its record (a
+    work's arXiv year and its venue year are both right), must be linked (``contradicts``)."""
     problems: list[Problem] = []
     by_ref: dict[str, list[Claim]] = {}
     for c in claims:
@@ -271,11 +272,23 @@ def _check_citation_conflicts(reg: str, claims: list[Claim]) -> list[Problem]:
                 for f in ("authors", "year", "venue", "title"):
                     if f in a.attribution and f in b.attribution and \
                             _said(a.attribution, f) != _said(b.attribution, f) and \
+                            not (_right(a, f, refs.get(ref)) and _right(b, f, refs.get(ref))) and \
                             b.id not in a.contradicts and a.id not in b.contradicts:
                         problems.append(Problem(reg, b.line_of("attribution"), b.id,
                                                 f"{f} of '{ref}' is {b.attribution[f]!r} here but {a.attribution[f]!r} in "
                                                 f"{a.id}: link the two with contradicts"))
     return problems
+
+
+def _right(c: Claim, name: str, record) -> bool:
+    """Whether the record bears out what the claim's attribution says of one field."""
+    if record is None:
+        return False
+    try:
+        return all(k.match for k in compare({"ref": record.key, name: c.attribution[name],
+                                              **({"et_al": True} if name == "authors" else {})}, record))
+    except CannotCompare:
+        return False
 
 
 def _said(attribution: dict, name: str) -> str:

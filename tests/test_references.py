@@ -153,6 +153,13 @@ def test_two_claims_that_disagree_on_a_work_must_be_linked(project):
     assert not [p for p in _problems(project) if "link the two" in p]
 
 
+def test_two_years_the_record_bears_out_need_no_link(project):
+    first = CITATION + "  attribution: {ref: su2021roformer, year: 2021}\n"  # the arXiv year
+    second = first.replace("id: rope.cite", "id: rope.cite-again").replace("year: 2021", "year: 2024")  # journal
+    _setup(project, claims=first + second)
+    assert not [p for p in _problems(project) if "link the two" in p]
+
+
 # --- the comparison rule ------------------------------------------------------------------------
 
 REF = Reference(key="w", kind="arxiv", title="A Study of Things", read=({"url": "https://x.org", "date": "2026-12-01",
