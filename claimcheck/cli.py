@@ -30,7 +30,7 @@ from claimcheck.asv_results import format_row, load_asv_results
 from claimcheck.check import check
 from claimcheck.references import default_path, load_references
 from claimcheck.registry import SCHEMA as REGISTRY_SCHEMA
-from claimcheck.registry import VERDICTS, RegistryError, load_registry
+from claimcheck.registry import GRADES, VERDICTS, RegistryError, load_registry
 from claimcheck.sources import load_sources
 from claimcheck.status import STATUSES
 
@@ -188,7 +188,7 @@ def cmd_list(args: argparse.Namespace, root: Path) -> int:
     picked = [c for c in data["claims"] if all(
         not wanted or c[key] in wanted for key, wanted in (
             ("document", args.document), ("topic", args.topic), ("kind", args.kind),
-            ("verdict", args.verdict), ("status", args.status)))]
+            ("verdict", args.verdict), ("status", args.status), ("grade", args.grade)))]
     if args.format == "json":
         print(json.dumps(picked, indent=1, ensure_ascii=False))
     elif args.format == "ids":
@@ -198,7 +198,8 @@ def cmd_list(args: argparse.Namespace, root: Path) -> int:
         width = max((len(c["id"]) for c in picked), default=2)
         for c in picked:
             where = f"{c['document']}:{c['line']}"
-            print(f"{c['id']:<{width}}  {where:<20} {c['verdict']:<12} {c['status']:<12} {_one_line(c['statement'], 80)}")
+            print(f"{c['id']:<{width}}  {where:<20} {c['verdict']:<12} {c['grade'] or '-':<9} {c['status']:<12} "
+                  f"{_one_line(c['statement'], 80)}")
         say(f"{len(picked)} of {len(data['claims'])} claims")
     return EXIT_OK
 
@@ -324,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", "-k", action="append", choices=KINDS, metavar="KIND", help="kind: " + ", ".join(KINDS))
     p.add_argument("--verdict", "-v", action="append", choices=VERDICTS, help="recorded verdict")
     p.add_argument("--status", "-s", action="append", choices=STATUSES, help="observed status")
+    p.add_argument("--grade", "-g", action="append", choices=GRADES, help="evidence grade of a decided verdict")
     p.add_argument("--results", help="results file (default: <root>/results/claims-results.json)")
     p.add_argument("--format", choices=("table", "ids", "json"), default="table", help="output format (default: table)")
     p.set_defaults(func=cmd_list)
