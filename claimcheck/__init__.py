@@ -2,8 +2,8 @@
 
 Property tests import the evidence helpers from here::
 
-    from claimcheck import claim_assert, record, refutes
+    from claimcheck import claim_assert, premise, record, refutes
 """
-from claimcheck.evidence import ClaimViolation, NoCounterexample, claim_assert, record, refutes
+from claimcheck.evidence import ClaimViolation, NoCounterexample, PremiseFailed, claim_assert, premise, record, refutes
 
-__all__ = ["ClaimViolation", "NoCounterexample", "claim_assert", "record", "refutes"]
+__all__ = ["ClaimViolation", "NoCounterexample", "PremiseFailed", "claim_assert", "premise", "record", "refutes"]

@@ -9,6 +9,9 @@ Two kinds of evidence back a claim:
 
 Only a :class:`ClaimViolation` (raised by :func:`claim_assert`) counts as a counterexample: any
 other exception is a crash of the evidence and is reported as ``error``, never as ``refuted``.
+What a construction must satisfy for its counterexample to mean anything is checked with
+:func:`premise`: a failed premise is an error of the evidence (:class:`PremiseFailed`), never a
+counterexample to the claim.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import inspect
 import math
 from typing import Any, Callable
 
-__all__ = ["ClaimViolation", "NoCounterexample", "claim_assert", "record", "refutes"]
+__all__ = ["ClaimViolation", "NoCounterexample", "PremiseFailed", "claim_assert", "premise", "record", "refutes"]
 
 
 class ClaimViolation(AssertionError):
@@ -32,6 +35,24 @@ class ClaimViolation(AssertionError):
 
 class NoCounterexample(AssertionError):
     """A refutation ran to completion without violating the claim."""
+
+
+class PremiseFailed(Exception):
+    """A construction does not have the property it was built for: the evidence is broken, not the claim.
+
+    Deliberately not an AssertionError, so that neither a refutation nor the plugin counts it as a
+    violated claim: the test ends as ``error``."""
+
+    def __init__(self, message: str, values: dict[str, Any] | None = None):
+        detail = "".join(f"\n    {k} = {_show(_plain(v))}" for k, v in (values or {}).items())
+        super().__init__("premise of the evidence failed: " + message + detail)
+
+
+def premise(condition: Any, message: str, **values: Any) -> None:
+    """Raise :class:`PremiseFailed` unless ``condition``: for what a construction must satisfy (the matrix
+    is row-stochastic, the attention is localised, ...) before its outcome says anything about a claim."""
+    if not bool(condition):
+        raise PremiseFailed(message, values)
 
 
 def claim_assert(condition: Any, message: str, **example: Any) -> None:

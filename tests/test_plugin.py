@@ -173,3 +173,20 @@ def test_a_passing_refutation_of_a_holds_claim_is_a_mismatch(pytester):
     result = pytester.runpytest_subprocess("properties/", "-p", "no:cacheprovider")
     assert result.ret == 1
     result.stdout.fnmatch_lines(["MISMATCH t.h: recorded holds, but *found a counterexample*"])
+
+
+def test_a_refutation_whose_premise_is_broken_ends_as_error_not_refuted(pytester):
+    pytester.makefile(".yaml", claims=textwrap.dedent("""
+        - {id: t.p, source: foundations, line: 85, quote: 'max', statement: a claim refuted by a construction here., topic: softmax, kind: identity, verdict: fails, correction: it is false., evidence: [properties/test_p.py::test_p]}
+    """))
+    pytester.mkpydir("properties")
+    (pytester.path / "properties" / "test_p.py").write_text(
+        "import pytest\nfrom claimcheck import claim_assert, premise, refutes\n\n"
+        '@pytest.mark.claim("t.p")\n@refutes(reason="constructed")\ndef test_p():\n'
+        '    w = 0.01  # meant to localise the attention, but too small to\n'
+        '    premise(w > 1, "the constructed attention is not localised", w=w)\n'
+        '    claim_assert(False, "the claim fails on the construction")\n')
+    result = pytester.runpytest_subprocess("properties/", "-p", "no:cacheprovider")
+    rows = {r["id"]: r for r in json.loads((pytester.path / "results" / "claims-results.json").read_text())["claims"]}
+    assert rows["t.p"]["status"] == "error" and "PremiseFailed" in rows["t.p"]["detail"]
+    assert result.ret == 1
