@@ -14,7 +14,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, refutes
+from claimcheck import claim_assert, premise, refutes
 from claimcheck.snippets import run_snippet
 from impl.rope import rope_frequencies, rope_interleaved
 from impl.sinusoidal import shift_matrix, sinusoidal_encoding
@@ -425,8 +425,8 @@ def test_a_local_softmax_attention_head_equals_the_difference_convolution():
         head = stable_softmax(logits) @ (c.expand(2) * wv)
         # a premise: a 2-key softmax row sums to 1 within 3 u, the 2-term product adds 2 u: 2.5 eps |c w_v|; 8 eps keeps
         # rounding from ever being read as the counterexample
-        claim_assert((head - c * wv).abs().max().item() <= 8 * EPS64 * abs((c * wv).item()),
-                     "a head's output on a constant input depends on its logits")
+        premise((head - c * wv).abs().max().item() <= 8 * EPS64 * abs((c * wv).item()),
+                "a head's output on a constant input depends on its logits", head=head, expected=c * wv)
     step = torch.tensor([0.0, 1.0], dtype=torch.float64)
     claim_assert(torch.equal(_conv(torch.ones(2, dtype=torch.float64), w)[1:], torch.zeros(1, dtype=torch.float64))
                  and _conv(step, w)[1].item() == 0.0,

@@ -13,7 +13,7 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, premise, record, refutes
 from impl.critical_scaling import loglog_fit, row_entropy
 from impl.softmax import stable_softmax
 from impl.spectral import effective_rank, singular_values, spectral_concentration, spectral_norm
@@ -176,7 +176,7 @@ def test_localised_attention_forces_kappa_near_one():
         support = int((a.sort(dim=-1, descending=True).values.cumsum(-1) < 0.99).sum(-1).max()) + 1
         kappa = _kappa(10.0 * torch.eye(d, dtype=torch.float64)).real
         needed[d] = (1 - kappa) * d / support
-        claim_assert(support == 1, "the constructed attention is not localised", d=d, support=support)
+        premise(support == 1, "the constructed attention is not localised", d=d, support=support)
     record("constant K needed in kappa >= 1 - K C/d", needed)
     # a constant K would not grow with d; 2x allows for sampling, the needed K grows 17x (d - 1)
     claim_assert(needed[256] <= 2 * needed[16], "no constant K works: localised attention with kappa = 1/d needs "
@@ -477,8 +477,8 @@ def test_maximal_effective_rank_of_attention_means_dispersed_attention():
                                                    "uniform": [e_uni, row_entropy(uniform).mean().item()]})
     # exact: the singular values of I are all 1 (erank n), of the uniform matrix (1, 0, ..., 0) (erank 1); 1e-9 is
     # rounding slack only
-    claim_assert(abs(e_loc - n) <= 1e-9 and abs(e_uni - 1) <= 1e-9, "effective ranks of I and 1 1^T / n are not n, 1",
-                 identity=e_loc, uniform=e_uni)
+    premise(abs(e_loc - n) <= 1e-9 and abs(e_uni - 1) <= 1e-9, "effective ranks of I and 1 1^T / n are not n, 1",
+            identity=e_loc, uniform=e_uni)
     claim_assert(h_loc > 0.5 * math.log(n), "the attention of maximal effective rank (I_n) is one-hot: maximising "
                  "rank_eff(A) drives attention towards hard selection, not away from it", effective_rank=e_loc,
                  mean_row_entropy=h_loc, ln_n=math.log(n))
