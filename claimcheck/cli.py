@@ -7,10 +7,13 @@ Subcommands:
   list           list claims, filtered by document, topic, kind, verdict or observed status
   show ID        everything about one claim: quote, statement, verdict, status and why,
                  correction, counterexample, evidence outcomes, figures, benchmarks, links
+  kernel FN      run the backend matrix on an attention function (module:function) or a
+                 registry backend, and print a verdict per case
 
 Exit codes: 0 success; 1 claims failed (the evidence disagrees with a recorded verdict or
-crashed, or ``check`` found problems in the registry); 2 usage or input error (bad arguments,
-an unreadable registry or results file, an unknown claim id).
+crashed, ``check`` found problems in the registry, or a ``kernel`` case failed); 2 usage or
+input error (bad arguments, an unreadable registry or results file, an unknown claim id, a
+function that cannot be imported).
 """
 from __future__ import annotations
 
@@ -27,10 +30,11 @@ from typing import Any
 
 from claimcheck import report as report_mod
 from claimcheck.asv_results import format_row, load_asv_results
+from claimcheck.collect import EVIDENCE_FOLDERS
 from claimcheck.check import check
-from claimcheck.references import default_path, load_references
+from claimcheck.references import default_path, load_references, parse_references
 from claimcheck.registry import SCHEMA as REGISTRY_SCHEMA
-from claimcheck.registry import GRADES, VERDICTS, RegistryError, load_registry
+from claimcheck.registry import GRADES, VERDICTS, RegistryError, load_registry, parse_registry
 from claimcheck.sources import load_sources
 from claimcheck.status import STATUSES
 
@@ -62,7 +66,16 @@ def say(message: str) -> None:
 
 def cmd_check(args: argparse.Namespace, root: Path) -> int:
     registry_path = Path(args.registry) if args.registry else root / "claims.yaml"
-    problems = check(root, registry_path, Path(args.references) if args.references else None)
+    references_path = Path(args.references) if args.references else default_path(root)
+    try:  # a registry or references file that cannot be read or parsed is an input error (exit 2)
+        parse_registry(registry_path)
+        parse_references(references_path)
+    except RegistryError as exc:
+        for p in exc.problems:
+            print(p, file=sys.stderr)
+        print("claims check: cannot read the input", file=sys.stderr)
+        return EXIT_USAGE
+    problems = check(root, registry_path, references_path)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
@@ -123,7 +136,8 @@ def _run_evidence(args: argparse.Namespace, root: Path, results_path: Path) -> t
     env = dict(os.environ)
     if args.profile:
         env["CLAIMS_PROFILE"] = args.profile
-    cmd = [sys.executable, "-m", "pytest", "properties/", "--claims-results", str(results_path)]
+    folders = [f"{f}/" for f in EVIDENCE_FOLDERS if (root / f).is_dir()]  # properties/, then experiments/
+    cmd = [sys.executable, "-m", "pytest", *folders, "--claims-results", str(results_path)]
     if not _plugin_installed():
         cmd += ["-p", "claimcheck.plugin"]  # running from a checkout that is not pip-installed
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
@@ -288,6 +302,106 @@ def _one_line(text: str, n: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# kernel
+
+
+def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
+    import torch
+
+    if args.device == "cpu" and not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
+    from claimcheck import kernel
+
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # `claims kernel mypkg.attn:fn` from the user's folder
+    try:
+        dtypes = [kernel.DTYPES[d] for d in args.dtype] if args.dtype else None
+        masks = None
+        if args.causal is not None or args.key_padding is not None or args.bias is not None:
+            masks = {f"causal-{a}" for a in (args.causal or []) if a != "none"}
+            masks |= {"key-padding"} if args.key_padding is not False else set()
+            masks |= {"additive"} if args.bias is not False else set()
+            if args.causal is None:
+                masks |= {"causal-top-left", "causal-bottom-right"}
+        lo_hi = None
+        if args.head_dims:
+            lo, sep, hi = args.head_dims.partition("-")
+            if not sep or not lo.isdigit() or not hi.isdigit() or int(lo) > int(hi):
+                raise InputError(f"--head-dims {args.head_dims!r}: expected LO-HI, e.g. 16-128")
+            lo_hi = (int(lo), int(hi))
+        overrides = dict(dtypes=dtypes and [kernel.dtype_name(d) for d in dtypes], masks=masks, gqa=args.gqa,
+                         backward=args.backward, head_dims=lo_hi, equal_head_dims=args.equal_head_dims,
+                         fully_masked=args.fully_masked)
+        device = args.device
+        if ":" not in args.function:  # a registry backend: --dtype only narrows the run
+            backend = kernel.resolve(args.function, **{**overrides, "dtypes": None})
+            device = device or "cpu"
+        else:
+            backend = kernel.resolve(args.function, device, **overrides)
+            device = device or next(iter(backend.devices))
+        problem = kernel.ProblemSpec.parse(args.problem, args.mask[0] if args.mask else "none") if args.problem else None
+    except (ValueError, ImportError) as exc:
+        raise InputError(str(exc)) from exc
+    if device not in backend.devices:
+        raise InputError(f"{backend.name} does not declare {device} (declared: {', '.join(backend.devices)})")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: this machine has no CUDA device")
+    if args.problem and (not args.mask or len(args.mask) != 1 or not args.dtype or len(args.dtype) != 1):
+        raise InputError("--problem needs exactly one --mask and one --dtype")
+    for kind in args.mask or []:
+        if kind not in (*kernel.MASK_KINDS, kernel.FULLY_MASKED):
+            raise InputError(f"--mask {kind!r}: expected one of {', '.join((*kernel.MASK_KINDS, kernel.FULLY_MASKED))}")
+    print(f"claims kernel: {args.function} on {device}: {_capabilities(backend, device)}")
+    if problem is not None:
+        results = [kernel.run_problem(backend, kernel.Case(dtypes[0], args.mask[0], device), problem)]
+        skipped = []
+        _print_case(results[0], args.function, backend)
+    else:
+        results, skipped = kernel.run_matrix(backend, device, dtypes, args.mask, examples=args.examples,
+                                             base_seed=args.seed, shrink=not args.no_shrink,
+                                             on_result=lambda r: _print_case(r, args.function, backend))
+    for case, reason in skipped:
+        print(f"skip  {case.name:<32} {reason}")
+    failed = [r for r in results if not r.ok]
+    print(f"claims kernel: {len(results) - len(failed)} of {len(results)} cases passed"
+          + (f", {len(failed)} failed" if failed else "") + (f", {len(skipped)} not declared or not runnable here"
+                                                              if skipped else ""))
+    return EXIT_CLAIMS_FAILED if failed else EXIT_OK
+
+
+def _capabilities(backend, device: str) -> str:
+    s = backend.devices[device]
+    dtypes = ", ".join(sorted(str(d).removeprefix("torch.") for d in s.dtypes))
+    lo, hi = backend.head_dims
+    return (f"dtypes {dtypes}; masks {', '.join(sorted(s.masks)) or 'none'}; GQA {'yes' if backend.gqa else 'no'}; "
+            f"backward {'yes' if s.backward else 'no'}; head dims {lo}..{hi}{' (d_v = d_k)' if backend.equal_head_dims else ''}; "
+            f"fully masked rows {backend.fully_masked or 'not declared'}")
+
+
+def _print_case(result, spec: str, backend) -> None:
+    from claimcheck import kernel
+
+    ratio, where = result.worst
+    verdict = {"pass": "ok", "fail": "FAIL", "error": "ERROR"}[result.status]
+    line = f"{verdict:<5} {result.case.name:<32} {result.problems:>3} problems"
+    if result.case.mask != kernel.FULLY_MASKED:
+        line += f"  worst error ratio {ratio:.3g} ({where})"
+    else:
+        line += "  " + ", ".join(f"{r.mask}: {r.seen}" for r in result.masked_rows)
+    print(line, flush=True)
+    if result.ok:
+        return
+    print(f"      {result.message}")
+    if result.failed_checks:
+        print(f"      failing checks: {', '.join(dict.fromkeys(result.failed_checks))}")
+    p = result.failing
+    if p is not None and p.spec is not None:
+        regime = f"max logit {p.spec.max_logit:g}" if p.spec.max_logit else f"logit scale {p.spec.logit_scale:g}"
+        print(f"      problem ({p.label}{', shrunk' if p.label == 'drawn' else ''}): {p.shape} seed={p.seed} {regime}")
+    print(f"      repro: {kernel.repro(spec, backend, result.case, p)}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
 # parser
 
 
@@ -295,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="claims", description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", help="project folder (default: found from the current directory)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,report,list,show}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,report,list,show,kernel}")
 
     p = sub.add_parser("check", help="validate claims.yaml, its sources and its evidence",
                        description="Validate claims.yaml, its sources and its evidence. Exit 1 when problems are found.")
@@ -337,6 +451,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", help="results file (default: <root>/results/claims-results.json)")
     p.add_argument("--json", action="store_true", help="print the claim's report entry as JSON")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("kernel", help="check an attention function against the float64 reference",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Run the backend matrix of properties/test_backends.py on FUNCTION, with the "
+                                   "contract fn(q, k, v, scale=None, mask=None) -> out of impl.attention.attention "
+                                   "(q (B, H_q, n_q, d_k), k (B, H_kv, n_k, d_k), v (B, H_kv, n_k, d_v), mask an "
+                                   "impl.attention.Mask): every declared dtype x mask kind, each with fixed problems "
+                                   "(4 and 8 query heads over 2 key/value heads, odd lengths, n_q < n_k and n_q > "
+                                   "n_k, scores up to 110) and drawn ones, under the error-ratio rule (error <= 2 x "
+                                   "the naive same-precision error + floor; 3 x for gradients), then fully masked "
+                                   "rows. Capabilities come from the options, else from fn.claims_capabilities "
+                                   "(a dict: devices, dtypes, masks, gqa, backward, head_dims, equal_head_dims, "
+                                   "fully_masked), else the defaults. Exit 1 when a case fails.",
+                       epilog="example: claims kernel mypkg.attn:my_attention --device cuda --dtype bfloat16 "
+                              "--causal bottom-right --no-key-padding --no-bias --backward --head-dims 64-128")
+    p.add_argument("function", metavar="FUNCTION", help="module:function, or a backend of impl/backends.py (triton)")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="device (default: the first declared, else cpu)")
+    p.add_argument("--dtype", action="append", choices=("float32", "float16", "bfloat16", "float64"),
+                   help="dtype to check (repeat; default: the declared ones)")
+    p.add_argument("--causal", action="append", choices=("top-left", "bottom-right", "none"),
+                   help="causal alignments supported (repeat; none: no causal mask; default: both)")
+    p.add_argument("--key-padding", action=argparse.BooleanOptionalAction, default=None,
+                   help="boolean key padding supported (default: yes)")
+    p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None,
+                   help="an additive float bias (with -inf entries) supported (default: yes)")
+    p.add_argument("--gqa", action=argparse.BooleanOptionalAction, default=None,
+                   help="grouped-query attention (H_kv < H_q) supported (default: yes)")
+    p.add_argument("--backward", action=argparse.BooleanOptionalAction, default=None,
+                   help="check the gradients dq, dk, dv too (default: no)")
+    p.add_argument("--head-dims", metavar="LO-HI", help="supported head dimensions, inclusive (default: any)")
+    p.add_argument("--equal-head-dims", action=argparse.BooleanOptionalAction, default=None,
+                   help="the kernel needs d_v = d_k (default: no)")
+    p.add_argument("--fully-masked", choices=("zero", "nan"), help="what a row with no allowed key gives "
+                   "(default: not declared: recorded, not asserted)")
+    p.add_argument("--mask", action="append", metavar="KIND", help="run only these mask kinds (repeat): "
+                   "none, causal-top-left, causal-bottom-right, key-padding, additive, fully-masked")
+    p.add_argument("--examples", type=int, default=10, help="drawn problems per case (default: 10)")
+    p.add_argument("--seed", type=int, default=0, help="base of the per-case seeds (default: 0)")
+    p.add_argument("--no-shrink", action="store_true", help="report the first failing drawn problem unshrunk")
+    p.add_argument("--problem", metavar="SPEC", help="run one problem (the repro a failure prints), e.g. "
+                   "'B=1,H_q=4,H_kv=2,n_q=9,n_k=20,d_k=16,d_v=16,seed=1000,logit_scale=1.0'")
+    p.set_defaults(func=cmd_kernel)
     return parser
 
 
@@ -344,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on a usage error, 0 on --help
     try:
+        if args.command == "kernel":  # a user's kernel needs no registry
+            return args.func(args, Path.cwd())
         root = Path(args.root).resolve() if args.root else find_root(Path.cwd().resolve())
         if not (root / "claims.yaml").exists():
             raise InputError(f"no claims.yaml in {root}")

@@ -64,6 +64,22 @@ class Witness:
 
 
 @dataclass(frozen=True)
+class Experiment:
+    """A claim decided by a seeded small-scale experiment (``experiments/``): its pre-registered prediction.
+
+    Confirmed when the whole 95% interval of the effect ``metric`` lies on the ``comparison`` side of
+    ``threshold``; ``scale`` is the CI scale the verdict states (layers, d_model, heads, steps, seeds, ...).
+    """
+
+    name: str
+    prediction: str
+    metric: str
+    comparison: str  # >= | <= | > | <
+    threshold: float
+    scale: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
 class Claim:
     id: str
     source: str
@@ -86,6 +102,7 @@ class Claim:
     contradicts: tuple[str, ...] = ()
     snippet: Snippet | None = None
     notes: str | None = None
+    experiment: Experiment | None = None
     # where the entry sits in the registry file: the entry's line and each field's line
     at: int = 0
     field_lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False, repr=False)
@@ -173,10 +190,7 @@ def parse_entries(path: Path, schema: dict, key_field: str, what: str, noun: str
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        col = f" (column {mark.column + 1})" if mark else ""
-        raise RegistryError([Problem(name, line, None, f"invalid YAML{col}: {exc.problem or exc}")]) from exc
+        raise RegistryError([Problem(name, *_yaml_error(exc))]) from exc
     if root is None:
         return [], [], set()
     if not isinstance(root, yaml.SequenceNode):
@@ -215,6 +229,18 @@ def parse_entries(path: Path, schema: dict, key_field: str, what: str, noun: str
             continue
         entries.append(Entry(data, at, field_lines, node))
     return entries, problems, malformed
+
+
+def _yaml_error(exc: yaml.MarkedYAMLError) -> tuple[int | None, None, str]:
+    """Line, claim (none) and message of a YAML error: the line of the construct left open (an
+    unterminated quote or bracket) when the parser names one, else where it stopped; both columns."""
+    at = exc.context_mark or exc.problem_mark
+    where = []
+    if exc.problem_mark is not None:
+        where.append(f"stopped at line {exc.problem_mark.line + 1}, column {exc.problem_mark.column + 1}")
+    if exc.context_mark is not None:
+        where.append(f"{exc.context} at line {exc.context_mark.line + 1}, column {exc.context_mark.column + 1}")
+    return (at.line + 1 if at else None, None, f"invalid YAML: {exc.problem or exc} ({'; '.join(where)})")
 
 
 class _Loader(yaml.SafeLoader):
@@ -279,6 +305,7 @@ def _claim(data: dict[str, Any], at: int, field_lines: dict[str, int]) -> Claim:
         contradicts=tuple(data.get("contradicts") or ()),
         snippet=Snippet(snippet["start"], snippet["end"], tuple(snippet.get("requires") or ())) if snippet else None,
         notes=data.get("notes"),
+        experiment=Experiment(**data["experiment"]) if data.get("experiment") else None,
         at=at,
         field_lines=field_lines,
     )

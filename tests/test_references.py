@@ -121,7 +121,19 @@ def test_a_duplicate_key_is_rejected(project):
 
 def test_invalid_yaml_in_the_references_names_line_and_column(project):
     _setup(project, RECORD + "- key: [unclosed\n")
-    assert _one(project, "references.yaml:", "invalid YAML (column")
+    assert _one(project, "references.yaml:22:", "invalid YAML", "flow sequence at line 22, column 8")
+
+
+def test_unreadable_input_exits_2_and_problems_exit_1(project, capsys):
+    from claimcheck.cli import main
+
+    _setup(project, RECORD + "- key: [unclosed\n")
+    assert main(["--root", str(project.root), "check"]) == 2
+    _setup(project, RECORD.replace("arxiv: 2104.09864v5}", "arxiv: 2104.9864v5}"))
+    assert main(["--root", str(project.root), "check"]) == 1
+    (project.root / "claims.yaml").write_text("- id: x\n  quote: 'open\n", encoding="utf-8")
+    assert main(["--root", str(project.root), "check"]) == 2
+    assert "claims.yaml:2: -: invalid YAML" in capsys.readouterr().err
 
 
 def test_an_attribution_the_record_cannot_answer_is_rejected(project):
