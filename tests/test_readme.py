@@ -1,0 +1,42 @@
+"""The README and the command line agree: every `claims` command the README shows runs as shown, and
+every claim id it names is in the registry."""
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from claimcheck.cli import EXIT_OK, main
+from claimcheck.registry import load_registry
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+# indented or fenced command lines such as "    .venv/bin/claims show ID   # comment"
+COMMANDS = [line.split("#")[0].strip() for line in README.splitlines()
+            if re.match(r"^\s+(\.venv/bin/)?claims \w", line)]
+SLOW = ("report",)  # the evidence run; its --from-results form runs here
+
+
+def test_the_readme_shows_claims_commands():
+    assert len(COMMANDS) >= 4, COMMANDS
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_readme_command_runs_as_shown(command, tmp_path, capsys):
+    argv = shlex.split(command)[1:]
+    if argv[0] in SLOW and "--from-results" not in argv:
+        pytest.skip(f"{argv[0]} without --from-results runs the whole evidence (make report does)")
+    if argv[0] == "report":
+        argv += ["--out", str(tmp_path / "report"), "--no-asv"]
+        if not (ROOT / "results" / "claims-results.json").exists():
+            pytest.skip("no saved results yet: `claims report --from-results` needs an evidence run first")
+    assert main(["--root", str(ROOT), *argv]) == EXIT_OK, capsys.readouterr().err[-2000:]
+
+
+def test_every_claim_id_the_readme_names_exists():
+    ids = {c.id for c in load_registry(ROOT / "claims.yaml").claims}
+    topics = {i.split(".")[0] for i in ids}
+    named = {m for m in re.findall(r"\b([a-z][a-z-]+\.[a-z0-9][a-z0-9.-]*[a-z0-9])\b", README)
+             if m.split(".")[0] in topics and not m.endswith((".py", ".yaml", ".json", ".md", ".txt"))}
+    examples = {"softmax.shift-invariance", "other.claim-id"}  # the "how to add a claim" template
+    assert named - examples <= ids, sorted(named - examples - ids)
