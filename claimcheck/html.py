@@ -73,6 +73,7 @@ def _header(report: dict) -> str:
     bench = (f"; benchmark results from {asv['runs']} asv record(s) on {', '.join(map(_e, asv['machines']))}"
              if asv["runs"] else "; no asv benchmark results")
     out = [f'<header>\n<h1>Claim-status report</h1>\n<p class="run">{how}{bench}. Generated {_e(report["generated"])}.</p>\n',
+           _run_record(run),
            '<nav><a href="#summary">Summary</a> <a href="#claims">Claims</a> <a href="#backends">Backends</a> <a href="#coverage">Coverage</a></nav>\n']
     partial = report["partial"]
     if partial["not_run"] or not partial["results"]:
@@ -89,6 +90,28 @@ def _header(report: dict) -> str:
                    + ", ".join(f"<code>{_e(i)}</code>" for i in partial["unknown_claims"]) + "</div>\n")
     out.append("</header>\n")
     return "".join(out)
+
+
+def _run_record(run: dict | None) -> str:
+    """Which run the page shows: commit, versions, machine, profile; a partial run said loudly."""
+    if not run or "commit" not in run:
+        return ""
+    pk = run.get("packages") or {}
+    dev = run.get("device") or {}
+    facts = [f"commit <code>{_e((run.get('commit') or '?')[:12])}</code>{' (dirty tree)' if run.get('dirty') else ''}",
+             f"started {_e(run.get('started'))}, {_e(run.get('seconds'))} s",
+             f"profile {_e(run.get('profile'))}" + (f", seed {_e(run.get('seed'))}" if run.get("seed") is not None else ""),
+             f"Python {_e(run.get('python'))}, " + ", ".join(f"{_e(k)} {_e(v)}" for k, v in pk.items() if v),
+             f"{_e(dev.get('type'))}{' ' + _e(dev['gpu']) if dev.get('gpu') else ''} on {_e(run.get('cpu'))}"]
+    text = '<p class="run-record" id="run-record">Run ' + _e(run.get("id")) + ": " + "; ".join(facts) + ".</p>\n"
+    if run.get("complete") is False:
+        base = run.get("base") or {}
+        text += ('<div class="banner partial" id="partial-run"><b>PARTIAL RUN.</b> This run reached only part of the '
+                 f'evidence ({_e(run.get("not_run"))} evidence test(s) did not run); claims it did not reach show '
+                 + (f'the rows of run {_e(base.get("id"))} (commit <code>{_e((base.get("commit") or "?")[:12])}</code>, '
+                    f'{_e(base.get("started"))}).' if base.get("id") else "no result (no earlier run to keep).")
+                 + "</div>\n")
+    return text
 
 
 def _summary(report: dict) -> str:
@@ -142,7 +165,32 @@ def _backends(report: dict) -> str:
             f'<th>does not run</th></tr></thead><tbody>{rows}</tbody></table>\n'
             '<table class="cross"><caption>Error ratio per backend and dtype (outputs and gradients)</caption>'
             '<thead><tr><th>backend</th><th>dtype</th><th>cases</th><th>median</th><th>90%</th><th>max</th></tr>'
-            f'</thead><tbody>{ratios}</tbody></table>\n</section>\n')
+            f'</thead><tbody>{ratios}</tbody></table>\n{_strength(info.get("strength") or {})}</section>\n')
+
+
+def _strength(strength: dict) -> str:
+    """How hard the backend matrix is to fool: the kernel zoo's and the mutants' kill rates."""
+    zoo, mutants = strength.get("zoo"), strength.get("mutants")
+    parts = ['<h3 id="suite-strength">Suite strength</h3>\n']
+    if zoo:
+        rows = "".join(f"<tr><th>{_e(k['kernel'])}</th><td>{_e(k['bug'])}</td><td>{_e(k['caught_by'])}</td>"
+                       f"<td>{'killed' if k['caught'] else 'SURVIVED'}</td></tr>" for k in zoo["kernels"])
+        parts.append(f'<p>Kernel zoo (<code>tests/kernel_zoo.py</code>): <b>{zoo["killed"]} of {zoo["total"]}</b> '
+                     'known-wrong kernels rejected by the check aimed at their bug (the matrix of '
+                     '<code>claims kernel</code>, float32 and float16).</p>\n'
+                     '<table class="cross"><caption>Known-wrong kernels</caption><thead><tr><th>kernel</th><th>bug</th>'
+                     f'<th>caught by (case / check)</th><th>outcome</th></tr></thead><tbody>{rows}</tbody></table>\n')
+    else:
+        parts.append("<p>Kernel zoo: not measured (run <code>pytest tests/test_kernel_zoo.py</code>).</p>\n")
+    if mutants:
+        survived = "".join(f"<li>{_e(m)}</li>" for m in mutants["survived"])
+        parts.append(f'<p>Mutants of <code>impl/</code> (<code>make mutants</code>): <b>{mutants["killed"]} of '
+                     f'{mutants["total"] - mutants["equivalent"]}</b> killed, {mutants["equivalent"]} listed as '
+                     f'equivalent{", scope " + _e(mutants["scope"]) if mutants.get("scope") else ""}.</p>\n'
+                     + (f"<p>Survivors:</p><ul>{survived}</ul>\n" if survived else ""))
+    else:
+        parts.append("<p>Mutants of <code>impl/</code>: not measured (run <code>make mutants</code>).</p>\n")
+    return "".join(parts)
 
 
 def _count_table(title: str, key: str, counts: dict[str, int]) -> str:

@@ -12,6 +12,7 @@ summary is printed. Evidence that disagrees with a recorded verdict is a *mismat
 from __future__ import annotations
 
 import functools
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ import pytest
 
 from claimcheck import evidence
 from claimcheck.registry import RegistryError, load_registry, selected
-from claimcheck.status import Outcome, observe_all, summary_counts, write_results
+from claimcheck.runrecord import merge_partial, run_record
+from claimcheck.status import Outcome, atomic_write, build_results, observe_all, summary_counts
 
 _PREFIX = "claimcheck."
 
@@ -34,6 +36,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--claims-results",
         default=None,
         help="where to write per-claim results (default: <rootdir>/results/claims-results.json)",
+    )
+    group.addoption(
+        "--backend",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="check this attention function (or a registry backend by name) instead of the registry's backends in "
+             "properties/test_backends.py; capabilities from the function's claims_capabilities attribute "
+             "(see `claims kernel --help`)",
     )
 
 
@@ -179,17 +189,23 @@ class _Aggregator:
         observed = observe_all(registry, list(self.outcomes.values()))
         results_path = Path(self.config.getoption("claims_results") or root / "results" / "claims-results.json")
 
-        self.results = write_results(
-            results_path,
-            registry,
-            observed,
-            list(self.outcomes.values()),
-            meta={
-                "profile": _profile_name(),
-                "seconds": round(time.time() - self.started, 2),
-                "workers": getattr(self.config.option, "numprocesses", None) or 0,
-            },
-        )
+        meta = run_record(root, self.started, time.time() - self.started, _profile_name(),
+                          self.config.getoption("hypothesis_seed", None),
+                          getattr(self.config.option, "numprocesses", None) or 0,
+                          [str(a) for a in self.config.args])
+        results = build_results(registry, observed, list(self.outcomes.values()), meta)
+        missing = _evidence_not_run(registry, self.outcomes)
+        if missing:  # a partial run joins the previous results claim by claim, never replaces them
+            previous = _read_json(results_path)
+            ran = {cid for o in self.outcomes.values() for cid in o.claims}
+            rows, tests, meta = merge_partial(previous, results["claims"], results["tests"], meta, ran)
+            meta["not_run"] = len(missing)
+            results = {**results, "claims": rows, "tests": tests, "meta": meta}
+        else:
+            results["meta"] = {**meta, "complete": True}
+            results["claims"] = [{**r, "run": meta["id"]} for r in results["claims"]]
+        atomic_write(results_path, json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+        self.results = results
         self.results_path = results_path
         if any(o.status in ("mismatch", "error") for o in observed.values()) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -203,7 +219,31 @@ class _Aggregator:
         for row in self.results["claims"]:
             if row["status"] in ("mismatch", "error"):
                 tr.write_line(f"{row['status'].upper()} {row['id']}: {row['detail']}", red=True)
-        tr.write_line("claims: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f"  ({self.results_path})")
+        meta = self.results["meta"]
+        note = "" if meta.get("complete") else (f"; PARTIAL run: {meta.get('not_run')} evidence test(s) did not run, "
+                                                "their claims keep the previous run's rows")
+        tr.write_line("claims: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f"  ({self.results_path}{note})")
+
+
+def _evidence_not_run(registry, outcomes: dict[str, Outcome]) -> list[str]:
+    """Evidence tests named in the registry that this run did not reach (benchmarks aside)."""
+    ran = set(outcomes)
+    missing = []
+    for c in registry.claims:
+        for ev in c.evidence:
+            if ev.startswith("benchmarks/"):
+                continue
+            if ev not in ran and not any(n.startswith(ev + "[") for n in ran if "[" not in ev):
+                missing.append(ev)
+    return missing
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _profile_name() -> str | None:

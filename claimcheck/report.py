@@ -123,7 +123,7 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
         },
         "coverage": _coverage(sources, claims),
         "references": [_reference(r, claims) for r in references.values()],
-        "backends": backends_status.summary(list(tests.values())),
+        "backends": backends_status.summary(list(tests.values()), registry.path.parent / "results"),
         "claims": claims,
     }
 
@@ -269,6 +269,14 @@ def render_markdown(report: dict[str, Any]) -> str:
     if run:
         out.append(f"Evidence run: Hypothesis profile `{run.get('profile')}`, {run.get('seconds')} s. "
                    f"Generated {report['generated']}.")
+        if "commit" in run:
+            pk = ", ".join(f"{k} {v}" for k, v in (run.get("packages") or {}).items() if v)
+            out.append(f"Run `{run.get('id')}` at commit `{(run.get('commit') or '?')[:12]}`"
+                       f"{' (dirty tree)' if run.get('dirty') else ''}, started {run.get('started')}; Python "
+                       f"{run.get('python')}, {pk}; {(run.get('device') or {}).get('type')} on {run.get('cpu')}.")
+        if run.get("complete") is False:
+            out += ["", f"**PARTIAL RUN:** {run.get('not_run')} evidence test(s) did not run; the claims it did not "
+                    f"reach show the rows of run `{(run.get('base') or {}).get('id')}`."]
     else:
         out.append("No evidence results were available: decided claims show as `untested`.")
     out.append("")

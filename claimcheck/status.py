@@ -174,6 +174,14 @@ def summary_counts(results: dict) -> dict[str, int]:
 def write_results(path: Path, registry: Registry, observed: dict[str, Observed], outcomes: list[Outcome],
                   meta: dict[str, Any]) -> dict:
     """Write the per-claim results JSON atomically and return it."""
+    results = build_results(registry, observed, outcomes, meta)
+    atomic_write(path, json.dumps(results, indent=1, ensure_ascii=False, sort_keys=False) + "\n")
+    return results
+
+
+def build_results(registry: Registry, observed: dict[str, Observed], outcomes: list[Outcome],
+                  meta: dict[str, Any]) -> dict:
+    """The per-claim results of one run, as written to the results JSON."""
     by_claim: dict[str, list[str]] = {}
     for o in outcomes:
         for cid in o.claims:
@@ -195,7 +203,6 @@ def write_results(path: Path, registry: Registry, observed: dict[str, Observed],
         "claims": rows,
         "tests": sorted((asdict(o) for o in outcomes), key=lambda d: d["nodeid"]),
     }
-    atomic_write(path, json.dumps(results, indent=1, ensure_ascii=False, sort_keys=False) + "\n")
     return results
 
 

@@ -139,7 +139,8 @@ def _comparable(data):
     """Per-claim rows and per-test outcomes, without timings and raw traceback text (whose framing
     differs when a report crosses from an xdist worker)."""
     tests = [{k: v for k, v in t.items() if k not in ("seconds", "message")} for t in data["tests"]]
-    claims = [{**row, "counterexample": {k: v for k, v in (row["counterexample"] or {}).items() if k != "detail"}}
+    claims = [{**{k: v for k, v in row.items() if k != "run"},  # each run has its own id
+               "counterexample": {k: v for k, v in (row["counterexample"] or {}).items() if k != "detail"}}
               for row in data["claims"]]
     return claims, tests
 
@@ -190,3 +191,15 @@ def test_a_refutation_whose_premise_is_broken_ends_as_error_not_refuted(pytester
     rows = {r["id"]: r for r in json.loads((pytester.path / "results" / "claims-results.json").read_text())["claims"]}
     assert rows["t.p"]["status"] == "error" and "PremiseFailed" in rows["t.p"]["detail"]
     assert result.ret == 1
+
+
+def test_a_partial_run_is_merged_into_the_full_one_never_replacing_it(mini):
+    _, full = _run(mini, "-n", "0")
+    assert full["meta"]["complete"] is True and "commit" in full["meta"] and "dirty" in full["meta"]
+    assert {"python", "packages", "cpu", "device", "profile", "started", "seconds"} <= set(full["meta"])
+    _, part = _run(mini, "-n", "0", "-k", "test_holds")
+    rows = {r["id"]: r for r in part["claims"]}
+    assert part["meta"]["complete"] is False and part["meta"]["merged_into"] == full["meta"]["id"]
+    assert rows["t.holds"]["run"] == part["meta"]["id"]  # what ran now comes from this run
+    assert rows["t.refuted"]["status"] == "refuted" and rows["t.refuted"]["run"] == full["meta"]["id"]
+    assert len(part["tests"]) == len(full["tests"])  # the tests that did not run keep their outcomes

@@ -1,0 +1,104 @@
+"""What an evidence run was, and how a partial run joins the results of a full one.
+
+The run record travels in the results' ``meta``: commit (and whether the tree was dirty), Python
+and package versions, Hypothesis profile and seed, device and processor, start time, duration and
+which evidence was selected. A run that did not reach every claim's evidence (one test file, a
+``-k`` expression) never replaces a complete run: its outcomes are merged claim by claim into the
+previous results, each row keeping the run it came from, and the merged file says ``partial``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("torch", "triton", "hypothesis", "numpy", "pytest")
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _processor() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _device() -> dict[str, Any]:
+    try:
+        import torch
+    except ImportError:
+        return {"type": "cpu", "gpu": None}
+    if torch.cuda.is_available():
+        return {"type": "cuda", "gpu": torch.cuda.get_device_name(0)}
+    return {"type": "cpu", "gpu": None}
+
+
+def run_record(root: Path, started: float, seconds: float, profile: str | None, seed: Any, workers: int,
+               selection: list[str]) -> dict[str, Any]:
+    """The record of one evidence run (the results' ``meta``)."""
+    commit = _git(root, "rev-parse", "HEAD")
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return {
+        "id": hashlib.sha1(f"{started}-{commit}".encode()).hexdigest()[:12],
+        "started": dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat(timespec="seconds"),
+        "seconds": round(seconds, 2),
+        "profile": profile,
+        "seed": seed,
+        "workers": workers,
+        "commit": commit,
+        "dirty": bool(status) if status is not None else None,
+        "python": platform.python_version(),
+        "packages": {name: _version(name) for name in PACKAGES},
+        "platform": f"{platform.system()} {platform.release()}",
+        "cpu": _processor(),
+        "device": _device(),
+        "selection": selection,
+        "argv": sys.argv[1:],
+    }
+
+
+def merge_partial(previous: dict | None, rows: list[dict], tests: list[dict], meta: dict,
+                  ran: set[str]) -> tuple[list[dict], list[dict], dict]:
+    """Rows, tests and meta of a partial run joined to the previous results.
+
+    ``ran``: the claim ids whose evidence ran now. Their rows come from this run; every other claim
+    keeps its previous row (marked with the run it came from). Without previous results, the partial
+    rows stand alone. Either way the meta says ``complete: False``."""
+    meta = {**meta, "complete": False}
+    if not previous or not previous.get("claims"):
+        return rows, tests, meta
+    base_run = (previous.get("meta") or {}).get("id")
+    old = {r["id"]: r for r in previous["claims"]}
+    merged = []
+    for r in rows:
+        if r["id"] in ran or r["id"] not in old:
+            merged.append({**r, "run": meta["id"]})
+        else:
+            merged.append({**old[r["id"]], "run": old[r["id"]].get("run", base_run)})
+    now = {t["nodeid"] for t in tests}
+    kept = [t for t in previous.get("tests", []) if t["nodeid"] not in now]
+    meta["merged_into"] = base_run
+    meta["base"] = {k: (previous.get("meta") or {}).get(k) for k in ("id", "started", "commit", "profile")}
+    return merged, sorted(tests + kept, key=lambda t: t["nodeid"]), meta
