@@ -4,7 +4,9 @@ The run record travels in the results' ``meta``: commit (and whether the tree wa
 and package versions, Hypothesis profile and seed, device and processor, start time, duration and
 which evidence was selected. A run that did not reach every claim's evidence (one test file, a
 ``-k`` expression) never replaces a complete run: its outcomes are merged claim by claim into the
-previous results, each row keeping the run it came from, and the merged file says ``partial``.
+previous results, each row keeping the run it came from, and the merged file says ``partial``
+until the merged runs together reach every piece of evidence (the property suite, then the
+experiments, for instance).
 """
 from __future__ import annotations
 

@@ -204,3 +204,13 @@ def test_a_partial_run_is_merged_into_the_full_one_never_replacing_it(mini):
     assert rows["t.holds"]["run"] == part["meta"]["id"]  # what ran now comes from this run
     assert rows["t.refuted"]["status"] == "refuted" and rows["t.refuted"]["run"] == full["meta"]["id"]
     assert len(part["tests"]) == len(full["tests"])  # the tests that did not run keep their outcomes
+
+
+def test_runs_that_together_reach_all_evidence_make_a_complete_result(mini):
+    mini.runpytest_subprocess("properties/test_claims.py", "-p", "no:cacheprovider", "-n", "0")
+    first = json.loads((mini.path / "results" / "claims-results.json").read_text())
+    assert first["meta"]["complete"] is False  # test_other.py did not run
+    mini.runpytest_subprocess("properties/test_other.py", "-p", "no:cacheprovider", "-n", "0")
+    both = json.loads((mini.path / "results" / "claims-results.json").read_text())
+    assert both["meta"]["complete"] is True and both["meta"]["merged_into"] == first["meta"]["id"]
+    assert {r["id"]: r["status"] for r in both["claims"]}["t.untested"] == "verified"
