@@ -104,13 +104,17 @@ def _run_record(run: dict | None) -> str:
              f"Python {_e(run.get('python'))}, " + ", ".join(f"{_e(k)} {_e(v)}" for k, v in pk.items() if v),
              f"{_e(dev.get('type'))}{' ' + _e(dev['gpu']) if dev.get('gpu') else ''} on {_e(run.get('cpu'))}"]
     text = '<p class="run-record" id="run-record">Run ' + _e(run.get("id")) + ": " + "; ".join(facts) + ".</p>\n"
-    if run.get("complete") is False:
+    if run.get("complete") and not run.get("mixed") and len(run.get("runs") or []) > 1:
+        text += (f'<p class="run-record">Composed of {len(run["runs"])} runs of this commit and profile ('
+                 + ", ".join(_e(r.get("id")) for r in run["runs"]) + "): together they reach every piece of evidence.</p>\n")
+    elif run.get("complete") is False or run.get("mixed"):
         base = run.get("base") or {}
         text += ('<div class="banner partial" id="partial-run"><b>PARTIAL RUN.</b> This run reached only part of the '
-                 f'evidence ({_e(run.get("not_run"))} evidence test(s) did not run); claims it did not reach show '
+                 f'evidence ({_e(run.get("not_run"))} evidence test(s) reached by no run); claims it did not reach show '
                  + (f'the rows of run {_e(base.get("id"))} (commit <code>{_e((base.get("commit") or "?")[:12])}</code>, '
-                    f'{_e(base.get("started"))}).' if base.get("id") else "no result (no earlier run to keep).")
-                 + "</div>\n")
+                    f'{_e(base.get("started"))})' if base.get("id") else "no result (no earlier run to keep)")
+                 + ("; the rows come from runs of different commits, profiles or trees" if run.get("mixed") else "")
+                 + ".</div>\n")
     return text
 
 

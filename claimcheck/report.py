@@ -274,9 +274,10 @@ def render_markdown(report: dict[str, Any]) -> str:
             out.append(f"Run `{run.get('id')}` at commit `{(run.get('commit') or '?')[:12]}`"
                        f"{' (dirty tree)' if run.get('dirty') else ''}, started {run.get('started')}; Python "
                        f"{run.get('python')}, {pk}; {(run.get('device') or {}).get('type')} on {run.get('cpu')}.")
-        if run.get("complete") is False:
-            out += ["", f"**PARTIAL RUN:** {run.get('not_run')} evidence test(s) did not run; the claims it did not "
-                    f"reach show the rows of run `{(run.get('base') or {}).get('id')}`."]
+        if run.get("complete") is False or run.get("mixed"):
+            out += ["", f"**PARTIAL RUN:** {run.get('not_run')} evidence test(s) reached by no run; the claims this run "
+                    f"did not reach show the rows of run `{(run.get('base') or {}).get('id')}`"
+                    + (" (rows of different commits, profiles or trees)." if run.get("mixed") else ".")]
     else:
         out.append("No evidence results were available: decided claims show as `untested`.")
     out.append("")

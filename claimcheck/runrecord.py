@@ -103,4 +103,14 @@ def merge_partial(previous: dict | None, rows: list[dict], tests: list[dict], me
     kept = [t for t in previous.get("tests", []) if t["nodeid"] not in now]
     meta["merged_into"] = base_run
     meta["base"] = {k: (previous.get("meta") or {}).get(k) for k in ("id", "started", "commit", "profile")}
+    used = {r.get("run") for r in merged}
+    earlier = [r for r in (previous.get("meta") or {}).get("runs") or [_summary(previous.get("meta") or {})]
+               if r.get("id") in used]
+    meta["runs"] = earlier + [_summary(meta)]
+    # rows from another commit, another profile or a dirty tree are not one run's results
+    meta["mixed"] = len({(r.get("commit"), r.get("profile"), r.get("dirty")) for r in meta["runs"]}) > 1
     return merged, sorted(tests + kept, key=lambda t: t["nodeid"]), meta
+
+
+def _summary(meta: dict) -> dict:
+    return {k: meta.get(k) for k in ("id", "started", "commit", "dirty", "profile")}

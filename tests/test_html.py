@@ -143,3 +143,17 @@ def test_text_from_the_registry_is_escaped(tiny_project, data):
 ])
 def test_values_are_shown_readably(value, expected):
     assert expected in html._value_html(value)
+
+
+def test_the_run_record_is_shown_and_a_partial_run_said_loudly():
+    from claimcheck.html import _run_record
+
+    run = {"id": "abc", "commit": "0123456789abcdef", "dirty": True, "started": "2026-12-01T10:00:00+00:00",
+           "seconds": 12.5, "profile": "ci", "python": "3.11.7", "packages": {"torch": "2.13.0"},
+           "device": {"type": "cpu", "gpu": None}, "cpu": "AMD EPYC", "complete": False, "not_run": 3,
+           "base": {"id": "def", "commit": "fedcba9876543210", "started": "2026-12-01T09:00:00+00:00"}}
+    text = _run_record(run)
+    assert "0123456789ab" in text and "(dirty tree)" in text and "torch 2.13.0" in text and "AMD EPYC" in text
+    assert "PARTIAL RUN" in text and "def" in text
+    assert "PARTIAL RUN" not in _run_record({**run, "complete": True, "mixed": False, "runs": [{"id": "a"}, {"id": "b"}]})
+    assert "PARTIAL RUN" in _run_record({**run, "complete": True, "mixed": True})
