@@ -4,6 +4,7 @@ Subcommands:
 
   check          validate claims.yaml, its sources and its evidence
   report         run the evidence (or read saved results), merge asv results, write report/
+  findings       what the documents get wrong, worst first
   list           list claims, filtered by document, topic, kind, verdict or observed status
   show ID        everything about one claim: quote, statement, verdict, status and why,
                  correction, counterexample, evidence outcomes, figures, benchmarks, links
@@ -11,9 +12,9 @@ Subcommands:
                  registry backend, and print a verdict per case
 
 Exit codes: 0 success; 1 claims failed (the evidence disagrees with a recorded verdict or
-crashed, ``check`` found problems in the registry, or a ``kernel`` case failed); 2 usage or
-input error (bad arguments, an unreadable registry or results file, an unknown claim id, a
-function that cannot be imported).
+crashed, ``check`` found problems in the registry, or a ``kernel`` case failed);
+2 usage or input error (bad arguments, an unreadable registry or results file, an unknown
+claim id, a function that cannot be imported).
 """
 from __future__ import annotations
 
@@ -218,6 +219,21 @@ def cmd_list(args: argparse.Namespace, root: Path) -> int:
     return EXIT_OK
 
 
+def cmd_findings(args: argparse.Namespace, root: Path) -> int:
+    found = [f for f in _saved_report(args, root)["findings"]
+             if (not args.verdict or f["verdict"] in args.verdict) and (not args.kind or f["kind"] in args.kind)]
+    found = found[:args.top] if args.top is not None else found
+    if args.format == "json":
+        print(json.dumps(found, indent=1, ensure_ascii=False))
+        return EXIT_OK
+    width = max((len(f["id"]) for f in found), default=2)
+    for f in found:
+        print(f"{f['rank']:>3}. {'FAILS ' if f['verdict'] == 'fails' else 'partly'} {f['kind'] or '-':<26} "
+              f"{f['id']:<{width}}  {_one_line(f['summary'], 100)}")
+    say(f"{len(found)} finding(s)")
+    return EXIT_OK
+
+
 def cmd_show(args: argparse.Namespace, root: Path) -> int:
     data = _saved_report(args, root)
     by_id = {c["id"]: c for c in data["claims"]}
@@ -409,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="claims", description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", help="project folder (default: found from the current directory)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,report,list,show,kernel}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,report,findings,list,show,kernel}")
 
     p = sub.add_parser("check", help="validate claims.yaml, its sources and its evidence",
                        description="Validate claims.yaml, its sources and its evidence. Exit 1 when problems are found.")
@@ -430,6 +446,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--asv-results", help="asv results folder (default: results_dir of asv.conf.json, .asv/results)")
     p.add_argument("--no-asv", action="store_true", help="do not read asv results")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("findings", help="what the documents get wrong, worst first",
+                       description="The fails and partly claims, ranked (code that does not run, wrong numbers by "
+                                   "how far they are off, misattributions, missing conditions, bibliographic details, "
+                                   "wording; rule in claimcheck/findings.py).")
+    p.add_argument("--top", type=int, default=None, metavar="N", help="only the N worst")
+    p.add_argument("--verdict", "-v", action="append", choices=("fails", "partly"), help="only this verdict")
+    p.add_argument("--kind", action="append", metavar="KIND", help="only this kind of finding (repeat)")
+    p.add_argument("--results", help="results file (default: <root>/results/claims-results.json)")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+    p.set_defaults(func=cmd_findings)
 
     p = sub.add_parser("list", help="list claims, filtered", description="List claims with their verdict and "
                        "observed status (from the saved results). Filters of one kind may be repeated (OR); "

@@ -51,7 +51,7 @@ def render(report: dict[str, Any], progress: Callable[[str], None] | None = None
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
         '<link rel="icon" href="data:,">\n<title>Claim-status report</title>\n',
         f"<style>\n{css}</style>\n</head>\n<body>\n",
-        _header(report), _summary(report), _table(report), _backends(report), _coverage(report),
+        _header(report), _findings(report), _summary(report), _table(report), _backends(report), _coverage(report),
         '<div id="panels">\n', *panels, "</div>\n",
         f'<script type="application/json" id="claim-index">{_json_for_script(_index(report))}</script>\n',
         f"<script>\n{js}</script>\n</body>\n</html>\n",
@@ -74,7 +74,7 @@ def _header(report: dict) -> str:
              if asv["runs"] else "; no asv benchmark results")
     out = [f'<header>\n<h1>Claim-status report</h1>\n<p class="run">{how}{bench}. Generated {_e(report["generated"])}.</p>\n',
            _run_record(run),
-           '<nav><a href="#summary">Summary</a> <a href="#claims">Claims</a> <a href="#backends">Backends</a> <a href="#coverage">Coverage</a></nav>\n']
+           '<nav><a href="#findings">Findings</a> <a href="#summary">Summary</a> <a href="#claims">Claims</a> <a href="#backends">Backends</a> <a href="#coverage">Coverage</a></nav>\n']
     partial = report["partial"]
     if partial["not_run"] or not partial["results"]:
         items = "".join(f"<li><code>{_e(ev)}</code></li>" for ev in partial["not_run"][:300])
@@ -116,6 +116,34 @@ def _run_record(run: dict | None) -> str:
                  + ("; the rows come from runs of different commits, profiles or trees" if run.get("mixed") else "")
                  + ".</div>\n")
     return text
+
+
+FINDINGS_SHOWN = 15  # in the first screen; the rest one click away
+
+
+def _findings(report: dict) -> str:
+    """What the documents get wrong, worst first (rule: claimcheck/findings.py), above everything else."""
+    found = report.get("findings") or []
+    if not found:
+        return ""
+    n_fails = sum(f["verdict"] == "fails" for f in found)
+
+    def item(f: dict) -> str:
+        verdict = "fails" if f["verdict"] == "fails" else "partly"
+        return (f'<li class="finding f-{verdict}"><a href="#claim-{_e(f["id"])}">{_e(f["summary"])}</a> '
+                f'<span class="meta">{_badge("v", verdict)} {_e(f["kind"] or "")} &middot; {_e(f["document"])}:'
+                f'{f["line"]} &middot; <code>{_e(f["id"])}</code></span></li>')
+
+    head = "".join(item(f) for f in found[:FINDINGS_SHOWN])
+    rest = "".join(item(f) for f in found[FINDINGS_SHOWN:])
+    more = (f'<details><summary>all {len(found)} findings</summary><ol start="{FINDINGS_SHOWN + 1}">{rest}</ol></details>'
+            if rest else "")
+    return ('<section id="findings">\n<h2>What the documents get wrong</h2>\n'
+            f'<p class="findings-count"><b class="v-fails">{n_fails} claims fail</b> (false as stated) and '
+            f'<b class="v-partly">{len(found) - n_fails} hold only partly</b> (only under an unstated condition, or '
+            'only in part). Worst first: code that does not run, wrong numbers by how far they are off, '
+            'misattributions, missing conditions, bibliographic details, wording.</p>\n'
+            f'<ol class="findings">{head}</ol>{more}\n</section>\n')
 
 
 def _summary(report: dict) -> str:

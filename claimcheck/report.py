@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from claimcheck import backends_status
+from claimcheck import findings as findings_mod
 from claimcheck.asv_results import AsvResults, format_row
 from claimcheck.records import CannotCompare, compare
 from claimcheck.references import Reference
@@ -85,6 +86,7 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
             "contradicts": list(c.contradicts),
             "snippet": _snippet(c, doc),
             "notes": c.notes,
+            "finding": c.finding,
         })
     _link(claims)
     known = {c["id"] for c in claims}
@@ -121,6 +123,7 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
             },
             "rests_on_refuted": sum(bool(c["rests_on_refuted"]) for c in claims),
         },
+        "findings": findings_mod.findings(claims),
         "coverage": _coverage(sources, claims),
         "references": [_reference(r, claims) for r in references.values()],
         "backends": backends_status.summary(list(tests.values()), registry.path.parent / "results"),
@@ -289,6 +292,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         if len(partial["not_run"]) > 200:
             out.append(f"- ... and {len(partial['not_run']) - 200} more (see claims.json)")
         out.append("")
+    out += _markdown_findings(report)
     d = report["counts"]["decided"]
     out += [f"**Decided:** {d['decided']} of {len(report['claims'])} claims "
             f"({d['unverifiable']} unverifiable offline, {d['open']} open).", ""]
@@ -334,6 +338,24 @@ def render_markdown(report: dict[str, Any]) -> str:
                        + ", ".join(f"`{i}`" for i in r["cited_by"]))
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def _markdown_findings(report: dict[str, Any]) -> list[str]:
+    found = report.get("findings") or []
+    if not found:
+        return []
+    n_fails = sum(f["verdict"] == "fails" for f in found)
+    out = ["## Findings: what the documents get wrong", "",
+           f"{len(found)} claims are wrong as written: **{n_fails} fail** (false as stated) and "
+           f"**{len(found) - n_fails} hold only partly** (true only under an unstated condition, or only in part). "
+           "Ranked by the rule in `claimcheck/findings.py`: code that does not run, then wrong numbers by how far "
+           "they are off, then misattributions, conditions, bibliographic details, wording.", "",
+           "| # | claim | verdict | kind | what is wrong |", "| --- | --- | --- | --- | --- |"]
+    for f in found:
+        verdict = "**FAILS**" if f["verdict"] == "fails" else "partly"
+        out.append(f"| {f['rank']} | [`{f['id']}`](#{_anchor(f['id'])}) | {verdict} | {f['kind'] or '-'} | "
+                   f"{_cell(f['summary'])} |")
+    return out + [""]
 
 
 def _markdown_claim(c: dict, refs: dict[str, dict] | None = None) -> list[str]:

@@ -229,3 +229,32 @@ def test_grades_and_references_reach_every_surface(tiny_project):
     assert 'class="grade g-recorded"' in page and 'href="https://arxiv.org/abs/2104.09864v5"' in page
     text = render_claim_text(c, by_id(data), {r["key"]: r for r in data["references"]})
     assert "grade: recorded" in text and "DIFF year" in text
+
+
+def test_findings_are_ranked_by_the_documented_rule(tiny_project):
+    from claimcheck.findings import findings
+
+    base = {"document": "foundations", "line": 10, "status": "refuted", "grade": "proved", "correction": "x"}
+    claims = [
+        {**base, "id": "a.wording", "verdict": "fails", "finding": {"kind": "wording", "summary": "loose word"}},
+        {**base, "id": "b.small-number", "verdict": "fails", "finding": {"kind": "wrong-number", "summary": "off 2x",
+                                                                          "ratio": 2.0}},
+        {**base, "id": "c.big-number", "verdict": "fails", "finding": {"kind": "wrong-number", "summary": "off 8x",
+                                                                        "ratio": 8.0}},
+        {**base, "id": "d.code", "verdict": "fails", "finding": {"kind": "code-does-not-run", "summary": "NameError"}},
+        {**base, "id": "e.partly-number", "verdict": "partly", "finding": {"kind": "wrong-number", "summary": "x",
+                                                                            "ratio": 100.0}},
+        {**base, "id": "f.holds", "verdict": "holds", "finding": None},
+    ]
+    assert [f["id"] for f in findings(claims)] == ["d.code", "c.big-number", "b.small-number", "e.partly-number",
+                                                    "a.wording"]
+
+
+def test_findings_lead_the_page_and_the_markdown(tiny_project):
+    data = build(tiny_project)
+    validate(data)
+    assert [f["id"] for f in data["findings"]] == ["spectral.eigenvalues-positive"]
+    page = html.render(data)
+    assert page.index('id="findings"') < page.index('id="summary"')
+    md = report.render_markdown(data)
+    assert md.index("## Findings") < md.index("**Decided:**")
