@@ -294,7 +294,7 @@ def render_claim_text(c: dict, by_id: dict[str, dict], refs: dict[str, dict] | N
         out.append(f"  {'not run':<8} {'':<10} {ev}")
     for b in c["benchmarks"]:
         if not b["runs"]:
-            out.append(f"benchmark {b['name']}: no asv results")
+            out.append(f"benchmark {b['name']}: no asv results (fill with: {b.get('fill', '')})")
         for run in b["runs"]:
             out.append(f"benchmark {b['name']} on {run['machine']} ({run['env']}) at {run['commit'][:10]}:")
             for row in run["rows"][:40]:

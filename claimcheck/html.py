@@ -458,7 +458,8 @@ def _benchmarks(c: dict) -> str:
     out = ["<h3>Benchmarks (asv)</h3>\n"]
     for b in c["benchmarks"]:
         if not b["runs"]:
-            out.append(f"<p><code>{_e(b['name'])}</code>: no asv results yet.</p>\n")
+            out.append(f"<p><code>{_e(b['name'])}</code>: no asv results yet; <code>{_e(b.get('fill', ''))}</code> "
+                       "records them.</p>\n")
             continue
         out.append(f"<p><code>{_e(b['name'])}</code>: {b['history']} result(s) over {len(b['commits'])} commit(s); "
                    "the latest on each machine:</p>\n")

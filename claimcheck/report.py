@@ -209,7 +209,17 @@ def _benchmark(evidence: str, asv: AsvResults | None) -> dict[str, Any]:
         "runs": [r.to_json() for r in latest],
         "history": len(history),
         "commits": sorted({r.commit for r in history}),
+        "fill": fill_command(evidence),
     }
+
+
+def fill_command(evidence: str) -> str:
+    """The one command that records results for a benchmark named in the registry."""
+    name = evidence.split("::", 1)[1]
+    if "Cuda" in name.split(".")[0]:
+        return "python benchmarks/cuda_run.py   # on a CUDA machine; its results merge into this report"
+    module = evidence.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return f".venv/bin/asv run --python=same --quick --bench '{module}\\.{name.replace('.', chr(92) + '.')}$'"
 
 
 def _link(claims: list[dict]) -> None:
@@ -391,7 +401,7 @@ def _markdown_claim(c: dict, refs: dict[str, dict] | None = None) -> list[str]:
         out.append(f"- evidence `{ev}`: did not run")
     for b in c["benchmarks"]:
         if not b["runs"]:
-            out.append(f"- benchmark `{b['name']}`: no asv results")
+            out.append(f"- benchmark `{b['name']}`: no asv results (fill with `{b['fill']}`)")
         for run in b["runs"]:
             rows = "; ".join(f"{','.join(r['params']) or '-'}: {format_row(r, run['unit'])}"
                              for r in run["rows"][:12])
