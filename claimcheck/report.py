@@ -219,7 +219,7 @@ def fill_command(evidence: str) -> str:
     if "Cuda" in name.split(".")[0]:
         return "python benchmarks/cuda_run.py   # on a CUDA machine; its results merge into this report"
     module = evidence.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
-    return f".venv/bin/asv run --python=same --quick --bench '{module}\\.{name.replace('.', chr(92) + '.')}$'"
+    return f".venv/bin/asv run --python=same --quick --bench '{module}\\.{name.replace('.', chr(92) + '.')}(\\(|$)'"
 
 
 def _link(claims: list[dict]) -> None:
