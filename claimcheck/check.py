@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from claimcheck.collect import TestFunction, benchmarks, property_tests
+from claimcheck.collect import TestFunction, benchmarks, evidence_tests
 from claimcheck.records import CannotCompare, compare, fold
 from claimcheck.references import default_path, parse_references
 from claimcheck.registry import DECIDED, Claim, Problem, RegistryError, parse_registry, selected
@@ -52,9 +52,24 @@ def check(root: Path, registry_path: Path | None = None, references_path: Path |
     problems += _check_sources(root, reg, claims)
     known = set(ids) | malformed
     problems += _check_links(reg, claims, ids, known)
-    tests = {t.nodeid: t for t in property_tests(root)}
+    tests = {t.nodeid: t for t in evidence_tests(root)}
     problems += _check_evidence(root, reg, claims, ids, known, tests)
     problems += _check_records(root, reg, claims, tests, references_path or default_path(root))
+    problems += _check_experiments(reg, claims)
+    return problems
+
+
+def _check_experiments(reg: str, claims: list[Claim]) -> list[Problem]:
+    """A claim decided by an experiment names a test under ``experiments/``, and only such a claim does."""
+    problems: list[Problem] = []
+    for c in claims:
+        runs = [ev for ev in c.evidence if ev.startswith("experiments/")]
+        if c.experiment is not None and not runs:
+            problems.append(Problem(reg, c.line_of("experiment"), c.id,
+                                    "has an experiment but its evidence names no test under experiments/"))
+        if runs and c.experiment is None:
+            problems.append(Problem(reg, c.line_of("evidence"), c.id,
+                                    f"evidence names {runs[0]} but the claim has no 'experiment' (its prediction)"))
     return problems
 
 
@@ -242,6 +257,9 @@ def _check_records(root: Path, reg: str, claims: list[Claim], tests: dict[str, T
 
 
 def _check_grade(reg: str, c: Claim, tests: dict[str, TestFunction]) -> list[Problem]:
+    if c.verdict in ("fails", "partly") and not c.finding:
+        return [Problem(reg, c.line_of("verdict"), c.id,
+                        f"verdict '{c.verdict}' needs a finding (kind and summary: how wrong the claim is)")]
     if c.verdict not in DECIDED or (c.same_as and not c.evidence):
         return []
     if c.grade is None:

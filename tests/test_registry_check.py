@@ -202,3 +202,13 @@ def test_a_repeat_takes_its_verdict_from_the_claim_it_repeats(project):
     assert _problems(project) == []
     project.registry(GOOD_CLAIM + repeat.replace("verdict: holds", "verdict: fails\n  correction: it is false after all."))
     assert _one(project, "softmax.shift-again", "differs from 'holds' of the claim it repeats (softmax.shift)")
+
+
+def test_a_refuted_verdict_needs_a_finding(project):
+    fails = GOOD_CLAIM.replace("verdict: holds", "verdict: fails\n  correction: softmax is shift-invariant always.")
+    project.registry(fails)
+    project.test_file("test_a.py", GOOD_TEST)
+    assert _one(project, "softmax.shift", "needs a finding")
+    project.registry(fails.replace("  grade: proved\n", "  grade: proved\n  finding: {kind: wording, summary: a loose "
+                                   "word for an exact statement}\n"))
+    assert not [p for p in _problems(project) if "finding" in p]
