@@ -23,6 +23,9 @@ class TestFunction:
     selects: tuple[tuple[str, object], ...] = ()
     # draws generated examples (``@given``), as opposed to exact or hand-built checks
     generated: bool = False
+    # a negative control as a whole (``@control(...)``), or a test with control parameters
+    control: bool = False
+    has_controls: bool = False
 
 
 def _call_name(node: ast.expr) -> str:
@@ -51,9 +54,13 @@ def _module_claims(tree: ast.Module) -> list[str]:
 def _function(node: ast.FunctionDef, nodeid: str, file: str, inherited: list[str],
               names: dict[str, ast.expr]) -> TestFunction:
     claims = list(inherited)
-    refutation = per_claim = generated = False
+    refutation = per_claim = generated = control = has_controls = False
     selects: tuple[tuple[str, object], ...] = ()
     for deco in node.decorator_list:
+        if _call_name(deco) in ("control", "mark.control"):
+            control = True
+        elif any(isinstance(s, ast.Call) and _call_name(s) in ("control", "mark.control") for s in ast.walk(deco)):
+            has_controls = True
         # claim marks on the test itself, or on its parameters (pytest.param(..., marks=mark.claim(id))),
         # also when the parameters are a module-level list named in the decorator
         parts = [deco] + [names[n.id] for n in ast.walk(deco) if isinstance(n, ast.Name) and n.id in names]
@@ -68,7 +75,8 @@ def _function(node: ast.FunctionDef, nodeid: str, file: str, inherited: list[str
             selects = tuple((k.arg, ast.literal_eval(k.value)) for k in deco.keywords)
         if _call_name(deco) == "given":
             generated = True
-    return TestFunction(nodeid, file, node.lineno, tuple(claims), refutation, per_claim, selects, generated)
+    return TestFunction(nodeid, file, node.lineno, tuple(claims), refutation, per_claim, selects, generated, control,
+                        has_controls)
 
 
 def property_tests(root: Path, folder: str = "properties") -> list[TestFunction]:
@@ -89,6 +97,14 @@ def property_tests(root: Path, folder: str = "properties") -> list[TestFunction]
                     if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name.startswith("test"):
                         found.append(_function(sub, f"{rel}::{stmt.name}::{sub.name}", rel, inherited, names))
     return found
+
+
+EVIDENCE_FOLDERS = ("properties", "experiments")  # the property suite, then the seeded experiments
+
+
+def evidence_tests(root: Path) -> list[TestFunction]:
+    """The test functions of every evidence folder that exists (``properties/``, ``experiments/``)."""
+    return [t for folder in EVIDENCE_FOLDERS if (root / folder).is_dir() for t in property_tests(root, folder)]
 
 
 BENCH_PREFIXES = ("time_", "timeraw_", "mem_", "peakmem_", "track_")

@@ -20,7 +20,8 @@ import inspect
 import math
 from typing import Any, Callable
 
-__all__ = ["ClaimViolation", "NoCounterexample", "PremiseFailed", "claim_assert", "premise", "record", "refutes"]
+__all__ = ["ClaimViolation", "ControlAccepted", "NoCounterexample", "PremiseFailed", "claim_assert", "control",
+           "premise", "record", "refutes"]
 
 
 class ClaimViolation(AssertionError):
@@ -35,6 +36,23 @@ class ClaimViolation(AssertionError):
 
 class NoCounterexample(AssertionError):
     """A refutation ran to completion without violating the claim."""
+
+
+class ControlAccepted(AssertionError):
+    """A negative control passed: the evidence accepted a deliberately wrong variant, so it cannot fail."""
+
+
+def control(reason: str):
+    """Mark a test, or one parameter of a test (``pytest.param(..., marks=control("..."))``), as a
+    negative control: the same check run against a deliberately wrong variant of the claim (a
+    perturbed formula, a wrong constant, a flipped sign, a broken implementation). The plugin runs it
+    with few examples and no shrinking; it passes only when the check rejects the variant (a
+    :class:`ClaimViolation`), and a control that passes makes the run fail."""
+    import pytest
+
+    if not reason:
+        raise TypeError("control(reason): say what is wrong with the variant")
+    return pytest.mark.control(reason)
 
 
 class PremiseFailed(Exception):

@@ -49,6 +49,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "claim(*ids): the test is evidence for these claim ids in claims.yaml")
+    config.addinivalue_line("markers", "control(reason): a negative control: the check run against a deliberately "
+                                       "wrong variant; it must reject it (use claimcheck.control)")
     config.addinivalue_line(
         "markers",
         "claims_from_registry(**fields): run the test once per registry claim whose fields match "
@@ -118,6 +120,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         ids = _claim_ids(item)
         if ids:
             kind = "refutation" if getattr(getattr(item, "obj", None), "_claimcheck_refutation", False) else "property"
+            if item.get_closest_marker("control") is not None:
+                kind = "control"
             item.user_properties.append((_PREFIX + "claims", ids))
             item.user_properties.append((_PREFIX + "kind", kind))
 
@@ -143,6 +147,41 @@ def pytest_runtest_call(item: pytest.Item):
         if original is not None:
             handle.inner_test = original
             item.user_properties.append((_PREFIX + "examples", counter[0]))
+
+
+CONTROL_EXAMPLES = 10  # a wrong variant fails at once; a handful of examples shows it, without shrinking
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+    """Run a negative control: it passes when the check rejects the wrong variant (a ClaimViolation)."""
+    mark = pyfuncitem.get_closest_marker("control")
+    if mark is None:
+        return None
+    fn = pyfuncitem.obj
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    inner = getattr(fn, "hypothesis", None)
+    saved = getattr(fn, "_hypothesis_internal_use_settings", None)
+    if inner is not None and saved is not None:  # few examples, no shrinking: the first failure is enough
+        from hypothesis import Phase, settings
+
+        fn._hypothesis_internal_use_settings = settings(saved, max_examples=CONTROL_EXAMPLES,
+                                                        phases=[Phase.explicit, Phase.generate])
+    try:
+        fn(**args)
+    except evidence.ClaimViolation:
+        pass
+    except BaseExceptionGroup as group:
+        violations, others = group.split(evidence.ClaimViolation)
+        if others is not None or violations is None:
+            raise
+    else:
+        raise evidence.ControlAccepted(f"negative control accepted ({mark.args[0] if mark.args else ''}): the "
+                                       "evidence passes on a deliberately wrong variant, so it cannot fail")
+    finally:
+        if inner is not None and saved is not None:
+            fn._hypothesis_internal_use_settings = saved
+    return True
 
 
 @pytest.hookimpl(hookwrapper=True)

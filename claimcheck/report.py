@@ -75,6 +75,7 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
             "record_checks": _record_checks(c, references),
             "witness": [{"source": w.source, "line": w.line, "quote": w.quote, "role": w.role} for w in c.witness],
             "counterexample": counterexample,
+            "controls": (row or {}).get("controls"),
             "evidence": list(c.evidence),
             "outcomes": [_outcome(tests[n]) for n in ran],
             "not_run": not_run,
@@ -87,6 +88,7 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
             "snippet": _snippet(c, doc),
             "notes": c.notes,
             "finding": c.finding,
+            "experiment": experiment_summary(c, [tests[n] for n in ran]),
         })
     _link(claims)
     known = {c["id"] for c in claims}
@@ -122,6 +124,10 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
                 "open": sum(c["verdict"] == "open" for c in claims),
             },
             "rests_on_refuted": sum(bool(c["rests_on_refuted"]) for c in claims),
+            "controlled_holds": {
+                "holds": sum(c["verdict"] == "holds" for c in claims),
+                "with_rejected_control": sum(c["verdict"] == "holds" and bool((c["controls"] or {}).get("rejected"))
+                                             for c in claims)},
         },
         "findings": findings_mod.findings(claims),
         "coverage": _coverage(sources, claims),
@@ -129,6 +135,46 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
         "backends": backends_status.summary(list(tests.values()), registry.path.parent / "results"),
         "claims": claims,
     }
+
+
+EXPERIMENT_FIGURE = "experiment"  # the figure experiments.harness.record_result attaches
+
+
+def experiment_summary(c: Claim, outcomes: list[dict]) -> dict[str, Any] | None:
+    """The claim's experiment: the registered prediction and scale, and what this run measured.
+
+    ``measured`` is the result recorded at the registered scale (None when it did not run); ``controls``
+    are the negative controls (other scales or broken variants), each with its outcome. ``text`` is the
+    sentence the verdict states: "holds at small scale (...)" or "not reproduced at small scale: ...".
+    """
+    e = c.experiment
+    if e is None:
+        return None
+    measured, controls = None, []
+    for test in outcomes:
+        for fig in test.get("figures") or []:
+            value = fig.get("value")
+            if fig.get("name") != EXPERIMENT_FIGURE or not isinstance(value, dict):
+                continue
+            row = {**value, "test": test["nodeid"], "test_outcome": test.get("outcome")}
+            if measured is None and value.get("name") == e.name and value.get("scale") == e.scale:
+                measured = row
+            else:
+                controls.append(row)
+    text = None
+    if measured is not None:
+        shown = f"effect {_num(measured.get('effect'))}, 95% CI [{_num(measured.get('ci_low'))}, " \
+                f"{_num(measured.get('ci_high'))}] over {len(measured.get('seeds') or [])} seeds " \
+                f"vs {e.comparison} {e.threshold:g}"
+        text = (f"holds at small scale ({measured.get('scale_text')}): {shown}" if measured.get("confirmed")
+                else f"not reproduced at small scale ({measured.get('scale_text')}): {shown}")
+    return {"name": e.name, "prediction": " ".join(e.prediction.split()), "metric": e.metric,
+            "comparison": e.comparison, "threshold": e.threshold, "scale": dict(e.scale),
+            "measured": measured, "controls": controls, "text": text}
+
+
+def _num(x: Any) -> str:
+    return f"{x:.4g}" if isinstance(x, (int, float)) else str(x)
 
 
 def _record_checks(c: Claim, references: dict[str, Reference]) -> list[dict[str, Any]]:
@@ -392,10 +438,11 @@ def _markdown_claim(c: dict, refs: dict[str, dict] | None = None) -> list[str]:
         out.append("- uses: " + ", ".join(f"`{u}`" for u in c["uses"]))
     if c["counterexample"]:
         out += ["- counterexample:", "", "```", show_counterexample(c["counterexample"]), "```", ""]
+    out += _markdown_experiment(c.get("experiment"))
     for o in c["outcomes"]:
         extra = f", {o['examples']} examples" if o.get("examples") else ""
         out.append(f"- evidence `{o['nodeid']}` ({o['kind']}): {o['outcome']}{extra}")
-        for fig in o.get("figures") or []:
+        for fig in (f for f in o.get("figures") or [] if f.get("name") != EXPERIMENT_FIGURE):
             out.append(f"  - {fig['name']} = {_short_json(fig['value'])}")
     for ev in c["not_run"]:
         out.append(f"- evidence `{ev}`: did not run")
@@ -407,6 +454,25 @@ def _markdown_claim(c: dict, refs: dict[str, dict] | None = None) -> list[str]:
                              for r in run["rows"][:12])
             out.append(f"- benchmark `{b['name']}` on {run['machine']} at {run['commit'][:8]}: {rows}")
     out.append("")
+    return out
+
+
+def _markdown_experiment(e: dict | None) -> list[str]:
+    if not e:
+        return []
+    scale = ", ".join(f"{k} {v}" for k, v in e["scale"].items() if k != "extra")
+    out = [f"- experiment `{e['name']}` (pre-registered): {e['prediction']} "
+           f"(`{e['metric']} {e['comparison']} {e['threshold']:g}`; registered scale: {scale})"]
+    m = e["measured"]
+    if m is None:
+        out.append("  - measured: did not run in this evidence run")
+    else:
+        values = ", ".join(_num(v) for v in m.get("values") or [])
+        out.append(f"  - **{m['outcome']}**: {e['text']}; per seed ({', '.join(map(str, m.get('seeds') or []))}): "
+                   f"{values}")
+    for k in e["controls"]:
+        out.append(f"  - control `{k['test'].split('::')[-1]}` ({k.get('scale_text')}): {k.get('outcome')}, "
+                   f"effect {_num(k.get('effect'))} [{_num(k.get('ci_low'))}, {_num(k.get('ci_high'))}]")
     return out
 
 

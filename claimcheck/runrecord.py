@@ -95,7 +95,8 @@ def merge_partial(previous: dict | None, rows: list[dict], tests: list[dict], me
     old = {r["id"]: r for r in previous["claims"]}
     merged = []
     for r in rows:
-        if r["id"] in ran or r["id"] not in old:
+        # a row of an earlier run judged against another verdict is stale: this run's row replaces it
+        if r["id"] in ran or r["id"] not in old or old[r["id"]].get("verdict") != r.get("verdict"):
             merged.append({**r, "run": meta["id"]})
         else:
             merged.append({**old[r["id"]], "run": old[r["id"]].get("run", base_run)})

@@ -36,7 +36,7 @@ class Outcome:
 
     nodeid: str
     claims: list[str]
-    kind: str  # "property" or "refutation"
+    kind: str  # "property", "refutation" or "control" (a negative control)
     outcome: str = "untested"  # passed | failed | error | skipped
     message: str | None = None
     summary: str | None = None  # the one-line exception message of a failure
@@ -104,6 +104,14 @@ def observe(claim: Claim, outcomes: list[Outcome]) -> Observed:
     if not ran:
         reasons = sorted({o.message or "" for o in outcomes})
         return Observed("skipped", "; ".join(reasons))
+    controls = [o for o in ran if o.kind == "control"]
+    accepted = [o for o in controls if o.outcome == "failed"]
+    if accepted:
+        return Observed("mismatch", f"{accepted[0].nodeid}: the negative control was accepted, so the evidence cannot "
+                        "tell the claim from a wrong variant")
+    ran = [o for o in ran if o.kind != "control"]
+    if not ran:
+        return Observed("skipped", "only negative controls ran")
     props = [o for o in ran if o.kind == "property"]
     refs = [o for o in ran if o.kind == "refutation"]
     broken = [o for o in props if o.outcome == "failed"]
@@ -189,10 +197,13 @@ def build_results(registry: Registry, observed: dict[str, Observed], outcomes: l
     rows = []
     for cid, obs in observed.items():
         claim = registry.get(cid)
+        mine = [o for o in outcomes if cid in o.claims and o.kind == "control"]
         rows.append({
             "id": cid,
             "verdict": claim.verdict if claim else None,
             "status": obs.status,
+            "controls": {"ran": sum(o.outcome in ("passed", "failed") for o in mine),
+                         "rejected": sum(o.outcome == "passed" for o in mine)},
             "detail": obs.detail,
             "counterexample": obs.counterexample,
             "evidence_run": sorted(by_claim.get(cid, [])),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from claimcheck import claim_assert, refutes
+from claimcheck import claim_assert, control, refutes
 from claimcheck.plugin import references, registry
 from claimcheck.records import compare, verdict_of, witness_verdict
 from claimcheck.sources import load_sources
@@ -77,3 +77,55 @@ def test_document_contradicts_the_claim(claim_id, pytestconfig):
     claim, found = _witness(pytestconfig, claim_id)
     against = [f"{w.source}:{line}: {w.quote}" for w, line in found if w.role == "contradicts"]
     claim_assert(not against, "the documents' own lines contradict the claim", lines=against)
+
+
+# ---- negative controls: the same comparison must reject a wrong attribution or a wrong quote ----------
+
+
+def _wrong(name, value, record):
+    """A deliberately wrong value for one asserted field of an attribution."""
+    if name == "authors":
+        return ["Nobody"] + list(value[1:])
+    if name == "year":
+        return min(y for y in (record.year, record.published_year) if y) - 3
+    if name == "arxiv":
+        return value[:-1] + ("0" if value[-1] != "0" else "1")
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value * 2 + 1
+    return f"{value} (another)"
+
+
+def _variants(attribution, record):
+    for name, value in attribution.items():
+        if name in ("ref", "et_al"):
+            continue
+        if name == "facts":
+            for key, stated in value.items():
+                inner = stated["value"] if isinstance(stated, dict) else stated
+                wrong = {**stated, "value": _wrong(key, inner, record)} if isinstance(stated, dict) else _wrong(key, inner, record)
+                yield f"facts.{key}", {**attribution, "facts": {**value, key: wrong}}
+        else:
+            yield name, {**attribution, name: _wrong(name, value, record)}
+
+
+@pytest.mark.claims_from_registry(has="attribution", verdict=("holds", "partly"))
+@control("each field the attribution asserts, changed to a wrong value: the record must reject every variant")
+def test_record_rejects_a_wrong_attribution(claim_id, pytestconfig):
+    claim, record, checks = _attribution(pytestconfig, claim_id)
+    right = {c.field for c in checks if c.match}
+    accepted = [name for name, variant in _variants(claim.attribution, record)
+                if name in right and all(c.match for c in compare(variant, record) if c.field == name)]
+    claim_assert(accepted, "the record rejects every wrong variant of the fields it confirms",
+                 fields=sorted(right), record=record.url)
+
+
+@pytest.mark.claims_from_registry(has="witness", verdict=("holds", "partly", "fails"))
+@control("each witness quote with one character changed: the document must not contain the variant")
+def test_document_lines_reject_a_wrong_quote(claim_id, pytestconfig):
+    claim, found = _witness(pytestconfig, claim_id)
+    sources = load_sources(Path(str(pytestconfig.rootpath)))
+    accepted = [w.quote for w, _ in found
+                if sources[w.source].find_quote(w.quote[:-1] + ("\u2205" if w.quote[-1] != "\u2205" else "x"), w.line)]
+    claim_assert(accepted, "no witness quote survives a one-character change", quotes=[w.quote for w, _ in found])

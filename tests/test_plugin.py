@@ -214,3 +214,39 @@ def test_runs_that_together_reach_all_evidence_make_a_complete_result(mini):
     both = json.loads((mini.path / "results" / "claims-results.json").read_text())
     assert both["meta"]["complete"] is True and both["meta"]["merged_into"] == first["meta"]["id"]
     assert {r["id"]: r["status"] for r in both["claims"]}["t.untested"] == "verified"
+
+
+CONTROLLED = """
+import pytest
+from hypothesis import given, strategies as st
+from claimcheck import claim_assert, control
+
+def square(x):
+    return x * x
+
+@pytest.mark.claim("t.c")
+@pytest.mark.parametrize("f", [square, pytest.param(lambda x: -x * x - 1, marks=control("a negated square"))])
+@given(st.integers())
+def test_squares_are_nonnegative(f, x):
+    claim_assert(f(x) >= 0, "a square is negative", x=x)
+
+@pytest.mark.claim("t.weak")
+@pytest.mark.parametrize("f", [square, pytest.param(lambda x: x * x + 1, marks=control("a shifted square"))])
+@given(st.integers())
+def test_a_check_too_weak_to_fail(f, x):
+    claim_assert(f(x) >= 0, "a square is negative", x=x)
+"""
+
+
+def test_negative_controls_are_recorded_and_one_that_passes_fails_the_run(pytester):
+    pytester.makefile(".yaml", claims=textwrap.dedent("""
+        - {id: t.c, source: foundations, line: 85, quote: 'max', statement: squares are non-negative here., topic: softmax, kind: identity, verdict: holds, evidence: [properties/test_c.py::test_squares_are_nonnegative]}
+        - {id: t.weak, source: foundations, line: 85, quote: 'max', statement: squares are non-negative there., topic: softmax, kind: identity, verdict: holds, evidence: [properties/test_c.py::test_a_check_too_weak_to_fail]}
+    """))
+    pytester.mkpydir("properties")
+    (pytester.path / "properties" / "test_c.py").write_text(textwrap.dedent(CONTROLLED))
+    result = pytester.runpytest_subprocess("properties/", "-p", "no:cacheprovider")
+    rows = {r["id"]: r for r in json.loads((pytester.path / "results" / "claims-results.json").read_text())["claims"]}
+    assert rows["t.c"]["status"] == "verified" and rows["t.c"]["controls"] == {"ran": 1, "rejected": 1}
+    assert rows["t.weak"]["status"] == "mismatch" and "negative control was accepted" in rows["t.weak"]["detail"]
+    assert result.ret == 1
