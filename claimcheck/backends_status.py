@@ -1,14 +1,18 @@
 """What the report says about the attention backends: which run on this machine, and their errors.
 
-Two sources: the backend registry's own answer to "can this run here?" (:mod:`impl.backends`, when
-the project's implementations are importable), and the error-ratio figures the evidence recorded
+Three sources: the backend registry's own answer to "can this run here?" (:mod:`impl.backends`, when
+the project's implementations are importable), the error-ratio figures the evidence recorded
 (``error_ratio[backend=...,dtype=...,...]``: a backend's error against the float64 reference over
-the naive same-precision reference's error).
+the naive same-precision reference's error), and the suite's strength as last measured: the kernel
+zoo's kill rate (``results/kernel-zoo.json``, written by ``tests/test_kernel_zoo.py``) and the mutant
+score of ``impl/`` (``results/mutants.json``, written by ``make mutants``).
 """
 from __future__ import annotations
 
+import json
 import re
 import statistics
+from pathlib import Path
 from typing import Any
 
 _FIGURE = re.compile(r"^error_ratio\[(?P<body>[^\]]*)\]$")
@@ -52,8 +56,36 @@ def availability() -> list[dict[str, Any]]:
     return rows
 
 
-def summary(tests: list[dict]) -> dict[str, Any]:
-    """The report's ``backends`` entry: availability and the error-ratio distribution per backend, dtype."""
+def _saved(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def strength(results_dir: Path | None) -> dict[str, Any]:
+    """The kernel zoo's and the mutants' kill rates, from their saved JSON (None where not measured)."""
+    zoo = _saved(results_dir / "kernel-zoo.json") if results_dir else None
+    mutants = _saved(results_dir / "mutants.json") if results_dir else None
+    out: dict[str, Any] = {"zoo": None, "mutants": None}
+    if zoo and isinstance(zoo.get("kernels"), list):
+        out["zoo"] = {"killed": sum(bool(k.get("caught")) for k in zoo["kernels"]), "total": len(zoo["kernels"]),
+                      "kernels": [{"kernel": k.get("kernel"), "bug": k.get("bug"), "caught_by": f'{k.get("case")} / '
+                                   f'{k.get("check")}', "caught": bool(k.get("caught"))} for k in zoo["kernels"]]}
+    if mutants and isinstance(mutants.get("mutants"), list):
+        rows = mutants["mutants"]
+        out["mutants"] = {"killed": sum(m.get("outcome") == "killed" for m in rows),
+                          "equivalent": sum(m.get("outcome") == "equivalent" for m in rows), "total": len(rows),
+                          "survived": [f'{m.get("name")}: {m.get("description")}' for m in rows
+                                       if m.get("outcome") == "survived"],
+                          "scope": mutants.get("scope")}
+    return out
+
+
+def summary(tests: list[dict], results_dir: Path | None = None) -> dict[str, Any]:
+    """The report's ``backends`` entry: availability, the error-ratio distribution per backend and dtype,
+    and the suite's kill rates (from ``results_dir``)."""
     ratios = error_ratios(tests)
     distribution = []
     for (backend, dtype), values in sorted(ratios.items()):
@@ -63,4 +95,4 @@ def summary(tests: list[dict]) -> dict[str, Any]:
             "median": statistics.median(values), "p90": values[min(len(values) - 1, int(0.9 * len(values)))],
             "max": values[-1],
         })
-    return {"availability": availability(), "error_ratio": distribution}
+    return {"availability": availability(), "error_ratio": distribution, "strength": strength(results_dir)}

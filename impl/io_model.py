@@ -4,7 +4,7 @@ buffer (SRAM) of ``M`` elements, the cost model of Dao et al. 2022 (FlashAttenti
 * :func:`standard_attention_io` runs Algorithm 0 of that paper (standard attention: S and P are
   written to and read back from HBM) and counts ``4 n_q n_k + 2 n_q d_k + n_k d_k + n_k d_v + n_q d_v``
   element accesses: Theta(n d + n^2) (Theorem 2).
-* :func:`flash_attention_io` runs the tiled algorithm of :mod:`impl.tiled_attention` with the
+* :func:`flash_attention_io` walks the tiled algorithm of :mod:`impl.tiled_attention` with the
   largest square tile that fits in ``M`` (:func:`flash_block_size`) and counts its accesses:
   Q and O once, K and V once per query tile, so Theta(n^2 d^2 / M) for ``d <= M <= n d``
   (Theorem 2; Proposition 3: no exact algorithm does asymptotically better over that range).
@@ -27,13 +27,15 @@ class IOCounter:
     """Counts elements read from and written to slow memory; checks the on-chip working set.
 
     ``M``: on-chip buffer size in elements (``None``: unbounded). ``peak_on_chip``: the largest
-    working set one program (one batch element and head) declared with :meth:`on_chip`.
+    working set one program (one batch element and head) declared with :meth:`on_chip` or held
+    with :meth:`hold`; ``peak_on_chip_bytes``: the largest held in bytes (:meth:`hold` only).
     """
 
     M: int | None = None
     reads: int = 0
     writes: int = 0
     peak_on_chip: int = 0
+    peak_on_chip_bytes: int = 0
 
     def read(self, *tiles: torch.Tensor) -> None:
         self.reads += sum(t.numel() for t in tiles)
@@ -46,6 +48,19 @@ class IOCounter:
         self.peak_on_chip = max(self.peak_on_chip, elements)
         if self.M is not None and elements > self.M:
             raise OnChipOverflow(f"working set of {elements} elements exceeds the on-chip buffer M = {self.M}")
+
+    def hold(self, *buffers: torch.Tensor) -> None:
+        """The algorithm's own on-chip buffers of one program, measured from the tensors themselves.
+
+        Each buffer is one program's tile (the batch and head dimensions are the programs): its
+        elements are ``numel / programs``. Distinct tensors only (an in-place update is one buffer).
+        """
+        distinct = list({id(t): t for t in buffers}.values())
+        programs = distinct[0].shape[:-2].numel()  # Q_i (..., B_r, d): one program per leading index
+        elements = sum(t.numel() for t in distinct) // programs
+        self.peak_on_chip_bytes = max(self.peak_on_chip_bytes,
+                                      sum(t.numel() * t.element_size() for t in distinct) // programs)
+        self.on_chip(elements)
 
     @property
     def accesses(self) -> int:
@@ -116,20 +131,21 @@ def flash_attention_io(n_q: int, n_k: int, d_k: int, M: int, d_v: int | None = N
     return io
 
 
-def tiled_forward_io(n_q: int, n_k: int, d_k: int, M: int, d_v: int | None = None,
-                     causal: str | None = None) -> IOCounter:
-    """Count by running :func:`impl.tiled_attention.tiled_forward` on ``meta`` tensors, instrumented."""
+def tiled_forward_io(n_q: int, n_k: int, d_k: int, M: int | None, d_v: int | None = None,
+                     causal: str | None = None, block: int | None = None) -> IOCounter:
+    """Count by running :func:`impl.tiled_attention.tiled_forward` on ``meta`` tensors, instrumented.
+
+    Tiles of ``block`` (default :func:`flash_block_size`); the on-chip peak is measured from the
+    buffers the algorithm holds (:meth:`IOCounter.hold`), so it checks the tile-size choice
+    instead of repeating it; :class:`OnChipOverflow` when they exceed ``M`` (``M=None``: measure
+    only, with an explicit ``block``).
+    """
     from impl.attention import Mask
     from impl.tiled_attention import tiled_forward
 
     d_v = d_k if d_v is None else d_v
-    b = flash_block_size(M, d_k, d_v)
+    b = flash_block_size(M, d_k, d_v) if block is None else block
     io = IOCounter(M=M)
     tiled_forward(_meta(n_q, d_k), _meta(n_k, d_k), _meta(n_k, d_v), scale=1.0, mask=Mask(causal=causal),
                   block_m=b, block_n=b, io=io)
     return io
-
-
-def theorem2_flash_order(n: int, d: int, M: int) -> float:
-    """``n^2 d^2 / M``: the order of HBM accesses of FlashAttention (Dao et al. 2022, Theorem 2)."""
-    return n * n * d * d / M

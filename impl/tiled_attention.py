@@ -31,7 +31,7 @@ import math
 import torch
 
 from impl.attention import Mask, check_attention_inputs, default_scale, mask_bias, repeat_kv
-from impl.io_model import IOCounter, tile_working_set
+from impl.io_model import IOCounter
 
 
 def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -80,7 +80,7 @@ def _masked_scores(q_i: torch.Tensor, k_j: torch.Tensor, scale: float, mask: Mas
 def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: Mask | None,
                   block_m: int, block_n: int, io: IOCounter | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward pass on equal head counts: ``(O (..., n_q, d_v) in q's dtype, L (..., n_q) in the accumulator dtype)``."""
-    n_q, n_k, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     acc_t = accumulator_dtype(q.dtype)
     out = torch.empty(q.shape[:-1] + (d_v,), dtype=q.dtype, device=q.device)
     lse = torch.empty(q.shape[:-1], dtype=acc_t, device=q.device)
@@ -97,15 +97,16 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: floa
             k_j, v_j = k[..., cols.start:cols.stop, :], v[..., cols.start:cols.stop, :]
             if io is not None:
                 io.read(k_j, v_j)
-                io.on_chip(tile_working_set(len(rows), len(cols), d_k, d_v))
             s = _masked_scores(q_i, k_j.to(acc_t), scale, mask, n_q, n_k, rows, cols, io)
             m_new = torch.maximum(m_i, s.amax(dim=-1))
             shift = torch.where(m_new == -math.inf, 0.0, m_new)  # rows masked so far: avoid -inf - -inf
-            p = torch.exp(s - shift[..., None])
+            p = s.sub_(shift[..., None]).exp_()  # P_ij overwrites S_ij: one tile buffer, as in the kernels
             alpha = torch.exp(m_i - shift)  # rescales the old statistics; 0 while m_i = -inf
             l_i = alpha * l_i + p.sum(dim=-1)
             acc = alpha[..., None] * acc + p.to(v.dtype).to(acc_t) @ v_j.to(acc_t)
             m_i = m_new
+            if io is not None:  # what Algorithm 1 keeps on chip, measured from the buffers themselves
+                io.hold(q_i, k_j, v_j, p, acc, m_i, l_i)
         empty = l_i == 0  # fully masked rows: output 0, L = -inf
         o_i = acc / torch.where(empty, 1.0, l_i)[..., None]
         out[..., rows.start:rows.stop, :] = o_i.to(q.dtype)

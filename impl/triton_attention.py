@@ -177,7 +177,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, sm_scale,  #
             allowed = allowed & (offs_n[:, None] <= offs_m[None, :] + CAUSAL_OFFSET)
         lse2 = tl.where(lse == float("-inf"), 0.0, lse)  # L / ln 2; rows without keys are masked below
         qk_t = tl.dot(k, q_t, input_precision=DOT_PRECISION) * (sm_scale * RCP_LN2)  # S_ij^T / ln 2
-        p_t = tl.where(allowed, tl.math.exp2(qk_t - lse2[None, :]), 0.0)  # P_ij^T = exp(S_ij - L_i)^T
+        # P_ij^T = exp(S_ij - L_i)^T; masked entries get exponent -inf (not exp2 of a large number, then dropped)
+        p_t = tl.math.exp2(tl.where(allowed, qk_t - lse2[None, :], float("-inf")))
         dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
         dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)  # (dO_i V_j^T)^T
         ds_t = p_t * (dp_t - delta[None, :])
@@ -233,7 +234,7 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, Delta, DQ, sm_scale,  #
         if CAUSAL:
             allowed = allowed & (offs_n[None, :] <= offs_m[:, None] + CAUSAL_OFFSET)
         qk = tl.dot(q, k_t, input_precision=DOT_PRECISION) * (sm_scale * RCP_LN2)
-        p = tl.where(allowed, tl.math.exp2(qk - lse2[:, None]), 0.0)
+        p = tl.math.exp2(tl.where(allowed, qk - lse2[:, None], float("-inf")))  # masked: exp2(-inf) = 0, no overflow
         dp = tl.dot(do, v_t, input_precision=DOT_PRECISION)
         ds = p * (dp - delta[:, None])
         dq = tl.dot(ds.to(k_t.dtype), tl.trans(k_t), dq, input_precision=DOT_PRECISION)

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parent.parent
+torch.set_num_threads(1)  # pytest-xdist runs one worker per core; more threads only oversubscribe
 
 
 class MiniProject:
@@ -62,6 +64,7 @@ GOOD_CLAIM = """
 
 GOOD_TEST = """
 import pytest
+import torch
 
 @pytest.mark.claim("softmax.shift")
 def test_shift():

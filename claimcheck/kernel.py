@@ -1,0 +1,698 @@
+"""Check an attention kernel against the float64 reference: the backend matrix, shared by
+``claims kernel`` and ``properties/test_backends.py`` (one matrix, not two).
+
+A kernel is any function with the contract of :func:`impl.attention.attention`::
+
+    fn(q, k, v, scale=None, mask=None) -> out
+    q (B, H_q, n_q, d_k), k (B, H_kv, n_k, d_k), v (B, H_kv, n_k, d_v) -> (B, H_q, n_q, d_v)
+
+described by an :class:`impl.backends.Backend` entry (its declared capabilities). The matrix is
+one *case* per declared dtype x mask kind (:func:`matrix`), plus one fully-masked-rows case.
+Every case sees
+
+* fixed problems (:func:`fixed_problems`): shared key/value heads 4 over 2 and 8 over 2, lengths
+  that are not multiples of a 16-wide tile, ``n_q < n_k`` and ``n_q > n_k``, and a large-logit
+  problem whose largest score is ~110 (past ``exp``'s float32 overflow at 88.7) -- in every dtype;
+* problems drawn by Hypothesis (:func:`problem_strategy`), seeded per case, shrunk on failure.
+
+Each problem is judged by the error-ratio rule (DESIGN.md; FlashAttention's tests): the kernel's
+error against the float64 reference may be at most ``C_OUT`` (outputs) or ``C_GRAD`` (gradients)
+times the error of the naive reference computed in the same precision, plus a rounding floor.
+A problem is fully described by its :class:`ProblemSpec`, which prints as a one-line repro.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import zlib
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
+
+import torch
+from hypothesis import HealthCheck, Verbosity, given, seed, settings
+from hypothesis import strategies as st
+
+from impl.attention import Mask, attention, default_scale, repeat_kv, scores
+from impl.backends import ALL_MASKS, Backend, Support
+from impl.softmax import stable_softmax
+
+EPS = {torch.float64: 2.0**-52, torch.float32: 2.0**-23, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+MASK_KINDS = ("none", "causal-top-left", "causal-bottom-right", "key-padding", "additive")
+C_OUT = 2.0  # FlashAttention's tests: output error <= 2 x the same-precision PyTorch reference's error
+C_GRAD = 3.0  # ... and 3 x for gradients: the backward recomputes P from L, adding a few roundings
+FLOOR_ULPS = 2.0  # floor: 2 ulps of the size of the summed terms (one rounding of the result, one of a term)
+LARGE_LOGIT = 110.0  # largest score of the large-logit problem: exp(110) overflows float32 (max ~ exp(88.72))
+TILE = 16  # the smallest tile of the fused kernels here; fixed lengths (17, 33, 9, 13) miss its multiples
+FULLY_MASKED = "fully-masked"  # the mask kind of the fully-masked-rows case
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# ---- problems ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    """Everything that makes one attention problem: shapes, mask kind, seed and logit regime.
+
+    ``logit_scale`` multiplies q (a peaked softmax); ``max_logit``, when set, rescales q instead
+    so that the largest allowed score is exactly that value.
+    """
+
+    mask: str = "none"
+    B: int = 1
+    H_q: int = 1
+    H_kv: int = 1
+    n_q: int = 1
+    n_k: int = 1
+    d_k: int = 16
+    d_v: int = 16
+    seed: int = 0
+    logit_scale: float = 1.0
+    max_logit: float | None = None
+
+    def __str__(self) -> str:  # the --problem syntax of `claims kernel`
+        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
+                        if f.name != "mask" and not (f.name == "max_logit" and self.max_logit is None))
+
+    @classmethod
+    def parse(cls, text: str, mask: str = "none") -> "ProblemSpec":
+        """``"B=1,H_q=4,...,seed=3"`` (the format of ``str``) -> a spec; ``ValueError`` naming the bad part."""
+        types = {f.name: f.type for f in fields(cls)}
+        values: dict[str, Any] = {"mask": mask}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, sep, raw = part.partition("=")
+            if not sep or name not in types or name == "mask":
+                raise ValueError(f"bad problem field {part!r}: expected NAME=VALUE with NAME one of "
+                                 f"{', '.join(n for n in types if n != 'mask')}")
+            try:
+                values[name] = float(raw) if name in ("logit_scale", "max_logit") else int(raw)
+            except ValueError:
+                raise ValueError(f"bad problem field {part!r}: {raw!r} is not a number") from None
+        return cls(**values)
+
+
+@dataclass
+class AttentionProblem:
+    """One attention input in float64: q (B, H_q, n_q, d_k), k (B, H_kv, n_k, d_k), v (B, H_kv, n_k, d_v)."""
+
+    q: torch.Tensor = field(repr=False)
+    k: torch.Tensor = field(repr=False)
+    v: torch.Tensor = field(repr=False)
+    mask_kind: str
+    mask: Mask = field(repr=False)
+    seed: int
+    shape: str = ""
+    spec: ProblemSpec | None = None
+    label: str = "drawn"
+
+    def __post_init__(self) -> None:
+        b, hq, nq, dk = self.q.shape
+        self.shape = f"B={b} H_q={hq} H_kv={self.k.shape[1]} n_q={nq} n_k={self.k.shape[2]} d_k={dk} d_v={self.v.shape[-1]}"
+
+    @property
+    def gqa(self) -> bool:
+        return self.k.shape[1] != self.q.shape[1]
+
+    def cast(self, dtype: torch.dtype, device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor,
+                                                                                   torch.Tensor, Mask]:
+        """q, k, v and the mask in ``dtype`` on ``device`` (the float bias too; boolean padding keeps its dtype)."""
+        m = self.mask
+        mask = Mask(m.causal, None if m.key_padding is None else m.key_padding.to(device),
+                    None if m.bias is None else m.bias.to(device, dtype))
+        return self.q.to(device, dtype), self.k.to(device, dtype), self.v.to(device, dtype), mask
+
+
+def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Generator) -> Mask:
+    """A mask of ``kind`` that leaves every query at least one key (no fully masked row)."""
+    if kind == "none":
+        return Mask()
+    if kind in ("causal-top-left", "causal-bottom-right"):
+        return Mask(causal=kind.removeprefix("causal-"))
+    if kind == "key-padding":
+        keep = torch.rand((b, n_k), generator=gen) < 0.7
+        keep[:, 0] = True  # at least one real key per sequence
+        return Mask(key_padding=keep)
+    if kind == "additive":
+        bias = torch.randn((b, h_q, n_q, n_k), generator=gen, dtype=torch.float64)
+        hidden = torch.rand((b, h_q, n_q, n_k), generator=gen) < 0.2
+        hidden[..., 0] = False  # every row keeps a finite entry
+        return Mask(bias=bias.masked_fill(hidden, -math.inf))
+    raise ValueError(f"unknown mask kind {kind!r}; expected one of {MASK_KINDS}")
+
+
+def make_problem(spec: ProblemSpec, label: str = "drawn") -> AttentionProblem:
+    """The float64 problem of ``spec``: values from ``torch.randn`` seeded by ``spec.seed``."""
+    s = spec
+    if s.H_kv < 1 or s.H_q % s.H_kv:
+        raise ValueError(f"H_kv = {s.H_kv} must divide H_q = {s.H_q}")
+    gen = torch.Generator().manual_seed(s.seed)
+    q = torch.randn((s.B, s.H_q, s.n_q, s.d_k), generator=gen, dtype=torch.float64) * s.logit_scale
+    k = torch.randn((s.B, s.H_kv, s.n_k, s.d_k), generator=gen, dtype=torch.float64)
+    v = torch.randn((s.B, s.H_kv, s.n_k, s.d_v), generator=gen, dtype=torch.float64)
+    mask = make_mask(s.mask, s.B, s.H_q, s.n_q, s.n_k, gen)
+    if s.max_logit is not None:  # rescale q so that the largest allowed score q k^T / sqrt(d) is max_logit
+        sc = scores(q, k, None, _finite_mask(mask))
+        q = q * (s.max_logit / sc[torch.isfinite(sc)].max().item())
+    return AttentionProblem(q, k, v, s.mask, mask, s.seed, spec=s, label=label)
+
+
+def _finite_mask(mask: Mask) -> Mask:
+    """The mask without the finite part of its bias (keeps its -inf entries), to size the scores q k^T."""
+    if mask.bias is None:
+        return mask
+    return Mask(mask.causal, mask.key_padding, torch.where(torch.isinf(mask.bias), mask.bias, 0.0))
+
+
+def fixed_problem(kind: str, seed: int, b: int = 1, h_q: int = 4, h_kv: int = 2, n_q: int = 24, n_k: int = 40,
+                  d: int = 16, max_logit: float | None = None) -> AttentionProblem:
+    """A problem of one fixed shape (for compiled backends: one shape, one compile)."""
+    return make_problem(ProblemSpec(kind, b, h_q, h_kv, n_q, n_k, d, d, seed, 1.0, max_logit), label="fixed")
+
+
+def fixed_problems(backend: Backend, mask_kind: str) -> list[AttentionProblem]:
+    """See :func:`_fixed_problems`; built once per declared shape (callers only read the tensors)."""
+    return list(_fixed_problems(backend.head_dims, backend.equal_head_dims, backend.gqa, mask_kind))
+
+
+@functools.lru_cache(maxsize=None)
+def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool,
+                    mask_kind: str) -> tuple[AttentionProblem, ...]:
+    """The problems every case of ``backend`` always sees (labels name them in verdicts).
+
+    ``gqa-4/2``: 4 query heads over 2 key/value heads, n_q = 9 < n_k = 20; ``gqa-8/2``: 8 over 2,
+    n_q = 9 > n_k = 5 (for bottom-right causal, whose first n_q - n_k rows would see no key, 5 < 9
+    instead: the fully-masked case covers those rows); ``large-logits``: 2 over 1, n_q = n_k = 19,
+    q rescaled so the largest allowed score is 110. Without GQA support, H_kv = H_q. Lengths miss
+    every multiple of 16; the keys of ``gqa-4/2`` and ``large-logits`` span two 16-wide tiles (an
+    online softmax must rescale).
+    """
+    lo, hi = head_dims
+    d = min(max(16, lo), hi)
+    d_v = d if equal_head_dims or d + 8 > hi else d + 8
+    n_q, n_k = (9, 5) if mask_kind != "causal-bottom-right" else (5, 9)
+    shapes = [("gqa-4/2", 4, 2, 9, 20, d, d, None), ("gqa-8/2", 8, 2, n_q, n_k, d, d_v, None),
+              ("large-logits", 2, 1, 19, 19, d, d, LARGE_LOGIT)]
+    return tuple(make_problem(ProblemSpec(mask_kind, 1, h_q, h_kv if gqa else h_q, nq, nk, dk, dv,
+                                          seed=1000 + i, max_logit=big), label=label)
+                 for i, (label, h_q, h_kv, nq, nk, dk, dv, big) in enumerate(shapes))
+
+
+@st.composite
+def attention_problems(draw, mask_kinds=MASK_KINDS, gqa: bool = True, max_batch: int = 2, max_heads: int = 4,
+                       min_n: int = 1, max_n: int = 40, min_d: int = 1, max_d: int = 16, same_dv: bool = False,
+                       logit_scale: tuple[float, ...] = (1.0, 4.0)) -> AttentionProblem:
+    """A float64 attention problem; ``logit_scale`` multiplies q to make the softmax peaked."""
+    kind = draw(st.sampled_from(mask_kinds), label="mask")
+    b = draw(st.integers(1, max_batch), label="B")
+    h_kv = draw(st.integers(1, max_heads), label="H_kv")
+    group = draw(st.sampled_from([g for g in (1, 2, 4) if h_kv * g <= max_heads] if gqa else [1]), label="group")
+    n_q = draw(st.integers(min_n, max_n), label="n_q")
+    # bottom-right causal with n_q > n_k hides whole rows: keep n_k >= n_q for that mask
+    n_k = draw(st.integers(n_q if kind == "causal-bottom-right" else min_n, max(max_n, n_q)), label="n_k")
+    d_k = draw(st.integers(min_d, max_d), label="d_k")
+    d_v = d_k if same_dv else draw(st.integers(min_d, max_d), label="d_v")
+    seed_ = draw(st.integers(0, 2**31 - 1), label="seed")
+    temperature = draw(st.sampled_from(logit_scale), label="logit_scale")
+    return make_problem(ProblemSpec(kind, b, h_kv * group, h_kv, n_q, n_k, d_k, d_v, seed_, temperature))
+
+
+def problem_strategy(backend: Backend, mask_kind: str, device: str = "cpu"):
+    """The drawn problems of one case: odd sizes, GQA (groups 1, 2, 4) when declared, head dims in range.
+
+    Interpreted Triton runs one numpy program per 16 rows and head, so its grids are kept small.
+    """
+    lo, hi = backend.head_dims
+    small = backend.name == "triton" and device == "cpu"
+    return attention_problems(mask_kinds=(mask_kind,), gqa=backend.gqa, min_d=max(1, lo),
+                              max_d=min(max(16, lo) + 8, hi), same_dv=backend.equal_head_dims,
+                              max_batch=1 if small else 2, max_heads=4, max_n=33 if small else 40)
+
+
+# ---- the error-ratio rule ---------------------------------------------------------------------------
+
+
+def max_abs_error(x: torch.Tensor, reference: torch.Tensor) -> float:
+    return (x.double() - reference.double()).abs().max().item() if x.numel() else 0.0
+
+
+def attention_term_scales(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask | None,
+                          d_out: torch.Tensor, scale: float | None = None) -> dict[str, float]:
+    """The size of the terms each attention result is summed from, for rounding floors (float64).
+
+    Any algorithm computing ``A B`` rounds by up to ``gamma_n |A| |B|`` (Higham, Accuracy and
+    Stability, 3.5): so ``out = P V`` is summed from terms of size ``P |V|``, ``dV = P^T dO`` from
+    ``P^T |dO|``, and ``dQ = s dS K``, ``dK = s dS^T Q`` with ``dS = P (dP - D)`` from terms of size
+    ``T = P (|dO| |V|^T + |D|)`` times ``|K|`` or ``|Q|``: dQ and dK can cancel to exactly 0 (one
+    key) while their terms, and so any algorithm's rounding, stay of that size.
+    ``logits``: ``max |S| + max |L|`` (L the log-sum-exp), the size of the exponent of
+    ``P = exp(S - L)`` when a backward recomputes P.
+    Shapes as :func:`impl.attention.attention`; returns the largest entry of each bound.
+    """
+    q, k, v, d_out = (t.double() for t in (q, k, v, d_out))
+    group = q.shape[-3] // k.shape[-3]
+    s = default_scale(q.shape[-1]) if scale is None else scale
+    kk, vv = repeat_kv(k, group), repeat_kv(v, group)
+    m = mask if mask is None or mask.bias is None else Mask(mask.causal, mask.key_padding, mask.bias.double())
+    logits = scores(q, k, s, m)  # (..., H_q, n_q, n_k)
+    p = stable_softmax(logits).nan_to_num()
+    lse = torch.logsumexp(logits, dim=-1)
+    finite = torch.isfinite(logits)
+    out = p @ vv
+    delta = (d_out * out).sum(-1, keepdim=True).abs()
+    t = p * (d_out.abs() @ vv.abs().transpose(-2, -1) + delta)
+
+    def per_kv_head(x: torch.Tensor) -> torch.Tensor:  # a K/V head's gradient sums over its group
+        return x.unflatten(-3, (k.shape[-3], group)).sum(-3)
+
+    return {
+        "out": (p @ vv.abs()).max().item(),
+        "dq": s * (t @ kk.abs()).max().item(),
+        "dk": s * per_kv_head(t.transpose(-2, -1) @ q.abs()).max().item(),
+        "dv": per_kv_head(p.transpose(-2, -1) @ d_out.abs()).max().item(),
+        "logits": logits[finite].abs().max().item() + lse[torch.isfinite(lse)].abs().max().item(),
+    }
+
+
+@dataclass(frozen=True)
+class Check:
+    """One output or gradient of one problem under the rule ``error <= c * naive_error + floor``."""
+
+    part: str  # out, dq, dk, dv
+    error: float
+    naive_error: float
+    floor: float
+    c: float
+    ratio: float  # error / naive error (the naive error taken as at least half an ulp of the terms)
+    ok: bool
+    message: str = ""
+
+
+def within_reference_error(actual: torch.Tensor, oracle64: torch.Tensor, naive: torch.Tensor, c: float,
+                           part: str = "out", floor_ulps: float = 4.0, scale: float | None = None,
+                           extra_floor: float = 0.0) -> Check:
+    """Judge ``err(actual) <= c * err(naive) + floor`` against the float64 oracle (see ``properties/assertions.py``)."""
+    err = max_abs_error(actual, oracle64)
+    ref_err = max_abs_error(naive, oracle64)
+    if scale is None:
+        scale = max(oracle64.abs().max().item(), 1.0) if oracle64.numel() else 1.0
+    floor = floor_ulps * EPS[actual.dtype] * scale + extra_floor
+    # the ratio to the naive error, which cannot beat half an ulp of the terms' size (storing them)
+    ratio = err / max(ref_err, 0.5 * EPS[actual.dtype] * scale)
+    ok = err <= c * ref_err + floor  # False for NaN
+    return Check(part, err, ref_err, floor, c, ratio if ratio == ratio else math.inf, ok,
+                 "" if ok else f"{part}: error {err:.3g} exceeds {c:g} x the naive same-precision error "
+                               f"{ref_err:.3g} + floor {floor:.3g}")
+
+
+def _outputs(fn: Callable, q, k, v, mask, d_out, backward: bool) -> tuple[torch.Tensor, ...]:
+    """``(out,)`` or ``(out, dq, dk, dv)`` for the loss ``sum(out * d_out)``."""
+    if not backward:
+        with torch.no_grad():
+            return (fn(q, k, v, None, mask),)
+    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out = fn(q, k, v, None, mask)
+    return (out.detach(), *torch.autograd.grad((out * d_out).sum(), (q, k, v)))
+
+
+def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, backward: bool,
+                  device: str = "cpu") -> list[Check]:
+    """The rule for the output (and, with ``backward``, the gradients) of ``fn`` on one problem.
+
+    Exceptions raised by ``fn`` propagate: a crash is not a wrong answer.
+    """
+    q64, k64, v64, mask64 = problem.cast(torch.float64, device)
+    q, k, v, mask = problem.cast(dtype, device)
+    d_out = torch.randn(q.shape[:-1] + (v.shape[-1],), generator=torch.Generator().manual_seed(problem.seed + 1),
+                        dtype=torch.float64).to(device, dtype)
+    oracle = _outputs(attention, q64, k64, v64, mask64, d_out.double(), backward)
+    naive = _outputs(attention, q, k, v, mask, d_out, backward)
+    actual = _outputs(fn, q, k, v, mask, d_out, backward)
+    # floors scale with the size of the summed terms, not of the result (dK = 0 for one key)
+    terms = attention_term_scales(q64, k64, v64, mask64, d_out.double())
+    checks = []
+    for part, a, o, n, c in zip(("out", "dq", "dk", "dv"), actual, oracle, naive, (C_OUT, C_GRAD, C_GRAD, C_GRAD)):
+        if not isinstance(a, torch.Tensor) or a.shape != o.shape or a.dtype != dtype:
+            got = f"{tuple(a.shape)} {dtype_name(a.dtype)}" if isinstance(a, torch.Tensor) else type(a).__name__
+            checks.append(Check(part, math.inf, 0.0, 0.0, c, math.inf, False,
+                                f"{part}: wrong shape or dtype: got {got}, expected {tuple(o.shape)} {dtype_name(dtype)}"))
+            continue
+        # every backend rounds S to (at least) float32, moving P by up to |S| eps32 relative and the result
+        # by that times its terms; the naive reference suffers it too but may be luckier on one example.
+        # FlashAttention-style backwards also recompute P = exp(S - L), adding |L| eps32 (terms["logits"]
+        # is max |S| + max |L|). Against 16-bit naive errors this floor is negligible.
+        recompute = EPS[torch.float32] * terms["logits"] * terms[part]
+        checks.append(within_reference_error(a, o, n, c, part, floor_ulps=FLOOR_ULPS, scale=terms[part],
+                                             extra_floor=recompute))
+    return checks
+
+
+# ---- fully masked rows ------------------------------------------------------------------------------
+
+
+def fully_masked_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, Mask, slice]]:
+    """(mask kind, q, k, v, mask, hidden rows): every key hidden from some query rows (float32).
+
+    Key padding and the -inf bias use the shape of :func:`fixed_problem` (q 24 x 16 over 4 heads,
+    k and v 40 x 16 over 2), so a compiled backend reuses its graphs; bottom-right causal alignment
+    needs n_q > n_k (20 queries, 12 keys: the first 8 see nothing).
+    """
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn((1, h, n, 16), generator=gen) for h, n in ((4, 24), (2, 40), (2, 40)))
+    bias = torch.zeros((1, 4, 24, 40))
+    bias[..., :8, :] = -math.inf
+    q2, k2, v2 = (torch.randn((1, 2, n, 16), generator=gen) for n in (20, 12, 12))
+    return [("key-padding", q, k, v, Mask(key_padding=torch.zeros(1, 40, dtype=torch.bool)), slice(None)),
+            ("additive", q, k, v, Mask(bias=bias), slice(0, 8)),
+            ("causal-bottom-right", q2, k2, v2, Mask(causal="bottom-right"), slice(0, 8))]
+
+
+@dataclass(frozen=True)
+class MaskedRows:
+    """What one kernel gave on the rows of one fully-masked problem."""
+
+    mask: str
+    seen: str  # "nan", "zero", "other", "not supported" (message: why) or "not run: why"
+    ok: bool
+    message: str = ""
+    visible_error: float | None = None  # relative error of the rows that do see keys
+
+
+def check_fully_masked(backend: Backend, device: str = "cpu", skip: Callable[[str], str | None] = lambda kind: None
+                       ) -> list[MaskedRows]:
+    """Each fully-masked problem: the hidden rows follow ``backend.fully_masked`` (when declared) and
+    the visible rows agree with the float64 reference. ``skip(kind)`` may give a reason not to run one."""
+    from impl.backends import supports
+
+    rows = []
+    for kind, q, k, v, mask, hidden in fully_masked_cases():
+        ok, reason = supports(backend, device, mask.features, gqa=q.shape[1] != k.shape[1], head_dim=16, value_dim=16)
+        if not ok or skip(kind):
+            rows.append(MaskedRows(kind, "not supported" if not ok else f"not run: {skip(kind)}", True, reason))
+            continue
+        dev_mask = Mask(mask.causal, None if mask.key_padding is None else mask.key_padding.to(device),
+                        None if mask.bias is None else mask.bias.to(device))
+        with torch.no_grad():
+            out = backend.fn(q.to(device), k.to(device), v.to(device), None, dev_mask).cpu()
+        got = out[..., hidden, :]
+        seen = "nan" if torch.isnan(got).all() else "zero" if (got == 0).all() else "other"
+        problems = []
+        if backend.fully_masked is not None and seen != backend.fully_masked:
+            problems.append(f"fully masked rows give {seen}, declared {backend.fully_masked}")
+        err = None
+        if hidden != slice(None):  # the rows that see keys agree with the reference
+            m64 = mask if mask.bias is None else Mask(bias=mask.bias.double())
+            ref = attention(q.double(), k.double(), v.double(), mask=m64)
+            err = relative_error(out[..., 8:, :], ref[..., 8:, :])
+            # float32 over <= 40 keys and 16 dims: a few dozen roundings of 6e-8 each; 1e-5 is ~80 float32 epsilons
+            if not err <= 1e-5:
+                problems.append(f"rows with allowed keys are wrong next to fully masked rows (relative error {err:.3g})")
+        rows.append(MaskedRows(kind, seen, not problems, "; ".join(problems), err))
+    return rows
+
+
+def relative_error(x: torch.Tensor, reference: torch.Tensor) -> float:
+    """``max |x - ref| / max |ref|`` (``inf`` when they disagree on a non-finite entry)."""
+    x, reference = x.double(), reference.double()
+    finite = torch.isfinite(reference)
+    if not torch.equal(finite, torch.isfinite(x)) or not torch.equal(x[~finite].nan_to_num(), reference[~finite].nan_to_num()):
+        return math.inf
+    if not finite.any():
+        return 0.0
+    scale = max(reference[finite].abs().max().item(), torch.finfo(torch.float64).tiny)
+    return (x[finite] - reference[finite]).abs().max().item() / scale
+
+
+# ---- the matrix -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One cell of the matrix: a dtype and a mask kind (or the fully-masked-rows case) on one device."""
+
+    dtype: torch.dtype
+    mask: str
+    device: str = "cpu"
+
+    @property
+    def name(self) -> str:
+        return f"{dtype_name(self.dtype)}-{self.mask}"
+
+    def features(self) -> frozenset:
+        return frozenset() if self.mask in ("none", FULLY_MASKED) else frozenset({self.mask})
+
+
+def case_seed(backend_name: str, case: Case, base: int = 0) -> int:
+    """A seed of its own for every case (stable across runs and processes: crc32, not ``hash``)."""
+    return (zlib.crc32(f"{backend_name}|{case.device}|{case.name}".encode()) + base) % 2**32
+
+
+def matrix(backend: Backend, device: str = "cpu", dtypes=None, masks=None) -> tuple[list[Case], list[tuple[Case, str]]]:
+    """``(cases to run, [(case, why not)])``: every dtype x mask kind, then the fully-masked case.
+
+    ``dtypes``/``masks`` restrict the matrix (default: float32, float16, bfloat16 and every mask kind).
+    A case the backend does not declare, or cannot run here, is listed with the reason.
+    """
+    from impl.backends import available, supports
+
+    run, skipped = [], []
+    dtypes = list(dtypes or (torch.float32, torch.float16, torch.bfloat16))
+    for dtype in dtypes:
+        for kind in [m for m in (masks or MASK_KINDS) if m != FULLY_MASKED]:
+            case = Case(dtype, kind, device)
+            ok, reason = available(backend, device, dtype)
+            if ok:
+                ok, reason = supports(backend, device, case.features())
+            (run.append(case) if ok else skipped.append((case, reason)))
+    if masks is None or FULLY_MASKED in masks:
+        case = Case(torch.float32 if torch.float32 in dtypes else dtypes[0], FULLY_MASKED, device)
+        ok, reason = available(backend, device, case.dtype)
+        hiding = ("key-padding", "additive", "causal-bottom-right")  # the masks that can hide a whole row
+        if ok and not any(supports(backend, device, frozenset({m}))[0] for m in hiding):
+            ok, reason = False, f"{backend.name} declares none of the masks that hide whole rows ({', '.join(hiding)})"
+        (run.append(case) if ok else skipped.append((case, reason)))
+    return run, skipped
+
+
+@dataclass
+class CaseResult:
+    """The verdict of one case: pass, fail (a problem broke the rule) or error (the kernel raised)."""
+
+    case: Case
+    status: str = "pass"
+    checks: list[tuple[AttentionProblem, Check]] = field(default_factory=list)
+    masked_rows: list[MaskedRows] = field(default_factory=list)
+    failing: AttentionProblem | None = None
+    failed_checks: list[str] = field(default_factory=list)  # "label:part" of every failing fixed or drawn check
+    message: str = ""
+    error: BaseException | None = None
+    problems: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "pass"
+
+    @property
+    def worst(self) -> tuple[float, str]:
+        """``(worst error ratio, "part, label")`` over every problem of the case."""
+        if not self.checks:
+            return 0.0, "-"
+        p, c = max(self.checks, key=lambda pc: pc[1].ratio)
+        return c.ratio, f"{c.part}, {p.label}"
+
+
+class _Broken(AssertionError):
+    """A drawn problem broke the rule (raised inside Hypothesis so that it shrinks the problem)."""
+
+
+def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | None = 0,
+             shrink: bool = True) -> CaseResult:
+    """Run one case: the fixed problems, then ``examples`` drawn ones (seeded per case unless
+    ``base_seed`` is None; the first failure is shrunk unless ``shrink`` is False)."""
+    result = CaseResult(case)
+    if case.mask == FULLY_MASKED:
+        try:
+            result.masked_rows = check_fully_masked(backend, case.device)
+        except Exception as exc:  # noqa: BLE001  the kernel crashed: an error, not a wrong answer
+            result.status, result.error, result.message = "error", exc, f"{type(exc).__name__}: {exc}"
+            return result
+        bad = [r for r in result.masked_rows if not r.ok]
+        result.problems = len(result.masked_rows)
+        if bad:
+            result.status = "fail"
+            result.failed_checks = [f"fully-masked-{r.mask}" for r in bad]
+            result.message = "; ".join(f"{r.mask}: {r.message}" for r in bad)
+        return result
+    backward = backend.devices[case.device].backward
+
+    def judge(problem: AttentionProblem) -> list[Check]:
+        checks = check_problem(backend.fn, case.dtype, problem, backward, case.device)
+        result.problems += 1
+        result.checks.extend((problem, c) for c in checks)
+        return checks
+
+    def fail(problem: AttentionProblem, checks: list[Check]) -> None:
+        result.status, result.failing = "fail", problem
+        result.message = _summary(checks)
+
+    for problem in fixed_problems(backend, case.mask):
+        try:
+            checks = judge(problem)
+        except Exception as exc:  # noqa: BLE001
+            result.status, result.error, result.failing = "error", exc, problem
+            result.message = f"{type(exc).__name__}: {exc}"
+            return result
+        bad = [c for c in checks if not c.ok]
+        result.failed_checks += [f"{problem.label}:{c.part}" for c in bad]
+        if bad and result.failing is None:
+            fail(problem, checks)
+    if examples <= 0:
+        return result
+    state: dict[str, Any] = {}
+
+    def search(problem: AttentionProblem) -> None:
+        state["problem"] = problem
+        checks = judge(problem)
+        if not all(c.ok for c in checks):
+            state["broken"] = (problem, checks)
+            raise _Broken()
+
+    phases = ("explicit", "reuse", "generate", "target", "shrink") if shrink else ("explicit", "reuse", "generate")
+    test = settings(max_examples=examples, deadline=None, database=None, derandomize=False, phases=phases,
+                    suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, print_blob=False)(
+        given(problem_strategy(backend, case.mask, case.device))(search))
+    if base_seed is not None:
+        test = seed(case_seed(backend.name, case, base_seed))(test)
+    try:
+        test()
+    except (_Broken, BaseExceptionGroup) as exc:
+        if "broken" not in state:
+            raise exc from None
+        problem, checks = state["broken"]  # the last failure Hypothesis replayed: the shrunk one
+        result.failed_checks += [f"drawn:{c.part}" for c in checks if not c.ok]
+        if result.failing is None:
+            fail(problem, checks)
+    except Exception as exc:  # noqa: BLE001  the kernel (or our harness) raised on a drawn problem
+        if result.status == "pass":
+            result.status, result.error, result.failing = "error", exc, state.get("problem")
+            result.message = f"{type(exc).__name__}: {exc}"
+    return result
+
+
+def run_matrix(backend: Backend, device: str = "cpu", dtypes=None, masks=None, examples: int = 10,
+               base_seed: int | None = 0, shrink: bool = True,
+               on_result: Callable[[CaseResult], None] = lambda r: None) -> tuple[list[CaseResult], list]:
+    """Every case of :func:`matrix`; ``on_result`` sees each verdict as it comes."""
+    cases, skipped = matrix(backend, device, dtypes, masks)
+    results = []
+    for case in cases:
+        results.append(run_case(backend, case, examples, base_seed, shrink))
+        on_result(results[-1])
+    return results, skipped
+
+
+# ---- a user's function ------------------------------------------------------------------------------
+
+
+CAPABILITY_KEYS = ("devices", "dtypes", "masks", "gqa", "backward", "head_dims", "equal_head_dims", "fully_masked")
+
+
+def load_function(spec: str) -> Callable:
+    """``"package.module:function"`` -> the function (``ValueError`` / ``ImportError`` saying why not)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"{spec!r}: expected module:function (e.g. mypkg.attn:my_attention)")
+    module = importlib.import_module(module_name)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"{module_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"{spec} is not callable")
+    return obj
+
+
+def declared_backend(fn: Callable, name: str, device: str | None = None, **overrides: Any) -> Backend:
+    """A :class:`Backend` for a user's function: capabilities from ``fn.claims_capabilities`` (a dict
+    of :data:`CAPABILITY_KEYS`), then ``overrides`` (None = not given). Defaults: CPU, float32, float16
+    and bfloat16, every mask, GQA, no backward, any head dimension, fully masked rows not declared.
+    """
+    declared = dict(getattr(fn, "claims_capabilities", None) or {})
+    unknown = set(declared) - set(CAPABILITY_KEYS)
+    if unknown:
+        raise ValueError(f"{name}.claims_capabilities has unknown keys {sorted(unknown)}; known: {', '.join(CAPABILITY_KEYS)}")
+    declared.update({k: v for k, v in overrides.items() if v is not None})
+    devices = [device] if device else list(declared.get("devices") or ["cpu"])
+    try:
+        dtypes = frozenset(DTYPES[d] if isinstance(d, str) else d for d in declared.get("dtypes") or
+                           ("float32", "float16", "bfloat16"))
+    except KeyError as exc:
+        raise ValueError(f"unknown dtype {exc.args[0]!r}; known: {', '.join(DTYPES)}") from None
+    masks = frozenset(declared.get("masks", ALL_MASKS))
+    if masks - ALL_MASKS:
+        raise ValueError(f"unknown mask features {sorted(masks - ALL_MASKS)}; known: {', '.join(sorted(ALL_MASKS))}")
+    lo, hi = declared.get("head_dims") or (1, 1 << 16)
+    fully_masked = declared.get("fully_masked")
+    if fully_masked not in (None, "zero", "nan"):
+        raise ValueError(f"fully_masked={fully_masked!r}: expected 'zero', 'nan' or None (not declared)")
+    support = Support(dtypes, masks, backward=bool(declared.get("backward", False)))
+    return Backend(name, fn, {d: support for d in devices}, gqa=bool(declared.get("gqa", True)),
+                   head_dims=(int(lo), int(hi)), equal_head_dims=bool(declared.get("equal_head_dims", False)),
+                   fully_masked=fully_masked, doc=f"{name} (checked by claims kernel)")
+
+
+def resolve(spec: str, device: str | None = None, **overrides: Any) -> Backend:
+    """A registry backend by name (``triton``), or a user's ``module:function`` with its capabilities."""
+    from impl.backends import BACKENDS
+
+    if ":" not in spec:
+        if spec not in BACKENDS:
+            raise ValueError(f"{spec!r} is neither module:function nor a backend of the registry "
+                             f"({', '.join(BACKENDS)})")
+        backend = BACKENDS[spec]
+        if any(v is not None for v in overrides.values()):
+            raise ValueError(f"{spec} is a registry backend: its capabilities are its declaration in impl/backends.py")
+        return backend
+    return declared_backend(load_function(spec), spec, device, **overrides)
+
+
+def repro(spec: str, backend: Backend, case: Case, problem: AttentionProblem | None) -> str:
+    """The one-line command that re-runs ``problem`` of ``case`` (or the whole case)."""
+    line = f"claims kernel {spec} --device {case.device} --dtype {dtype_name(case.dtype)} --mask {case.mask}"
+    if ":" in spec and backend.devices[case.device].backward:
+        line += " --backward"
+    if problem is not None and problem.spec is not None:
+        line += f" --problem '{problem.spec}'"
+    return line
+
+
+def run_problem(backend: Backend, case: Case, spec: ProblemSpec) -> CaseResult:
+    """One problem of one case (the repro of a failure)."""
+    result = CaseResult(case)
+    problem = make_problem(spec, label="given")
+    try:
+        checks = check_problem(backend.fn, case.dtype, problem, backend.devices[case.device].backward, case.device)
+    except Exception as exc:  # noqa: BLE001
+        result.status, result.error, result.failing, result.message = "error", exc, problem, f"{type(exc).__name__}: {exc}"
+        return result
+    result.problems = 1
+    result.checks = [(problem, c) for c in checks]
+    bad = [c for c in checks if not c.ok]
+    if bad:
+        result.status, result.failing = "fail", problem
+        result.failed_checks = [f"given:{c.part}" for c in bad]
+        result.message = _summary(checks)
+    return result
+
+
+def _summary(checks: list[Check]) -> str:
+    """The first broken check's message, and which other parts broke."""
+    bad = [c for c in checks if not c.ok]
+    others = ", ".join(c.part for c in bad[1:])
+    return bad[0].message + (f" (also {others})" if others else "")
+

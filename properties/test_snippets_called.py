@@ -1,0 +1,496 @@
+"""Does the code printed in the documents run as a reader would use it?
+
+``test_snippets.py`` executes each snippet's lines (its ``def``, ``class`` and ``import`` statements); here each
+snippet's objects are constructed and its functions called with the shapes and arguments the document implies,
+and the outputs are checked where the document says what they are. What the outputs compute in detail (the
+formulas, the shape comments) is decided by the claims each snippet claim ``uses``; these tests decide whether
+the printed code can be used at all.
+
+A call that raises inside the document's code violates the claim that the code runs: :func:`reader_call` turns
+that exception (type, message and the document line it came from) into the counterexample. An exception raised
+before the call reaches the document's code is the test's own error and is re-raised, never a counterexample.
+"""
+import contextlib
+import io
+import math
+import traceback
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import matplotlib
+import pytest
+import torch
+
+from claimcheck import claim_assert, premise, refutes
+from properties.strategies.spectral import gaussian, printed_code
+
+matplotlib.use("Agg")
+import matplotlib.pyplot  # noqa: E402  (the spectral snippets import it: load it once, at collection)
+
+EPS64 = 2.0**-52
+
+
+def _code(claim_id: str, name: str) -> Any:
+    """A name the snippet of ``claim_id`` defines (executed from sources/, its ``requires`` first)."""
+    run = printed_code(claim_id)
+    premise(name in run.namespace, "the printed code does not define the name the test calls", name=name,
+            snippet=run.describe())
+    return run.namespace[name]
+
+
+def _document_frame(exc: BaseException) -> str | None:
+    """``sources/<doc>:<line>`` of the innermost frame of the documents' code in ``exc``'s traceback."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("sources/")]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+
+
+def reader_call(what: str, call: Callable[[], Any]) -> Any:
+    """``call()``; an exception raised inside the documents' code is a violation of "the printed code runs"."""
+    try:
+        return call()
+    except Exception as exc:
+        where = _document_frame(exc)
+        if where is None:  # never reached the printed code: the evidence is broken, not the claim
+            raise
+        claim_assert(False, f"{what} raises", error=f"{type(exc).__name__}: {exc}", at=where)
+
+
+def _quietly(call: Callable[[], Any]) -> tuple[Any, str]:
+    """``call()`` with stdout captured: (result, printed text)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = call()
+    return result, out.getvalue()
+
+
+def _shape(t: Any) -> tuple | None:
+    return tuple(t.shape) if isinstance(t, torch.Tensor) else None
+
+
+def _softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """softmax(q k^T * scale) v written out, the oracle for the printed attention functions."""
+    s = q @ k.transpose(-2, -1) * scale
+    w = torch.exp(s - s.amax(-1, keepdim=True))
+    return (w / w.sum(-1, keepdim=True)) @ v
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    # two float64 evaluations of one softmax-attention (sums of <= 64 terms of O(1) values): 2^12 eps covers rounding,
+    # a wrong scale or softmax axis errs by O(0.1)
+    return a.shape == b.shape and bool((a - b).abs().max() <= 2.0**12 * EPS64 * max(1.0, b.abs().max().item()))
+
+
+# --- foundations.txt ----------------------------------------------------------------------------------------------
+
+@pytest.mark.claim("multi-head.snippet-multi-head-attention")
+def test_printed_multi_head_attention_512_8_maps_b_n_512_to_b_n_512():
+    mha = reader_call("MultiHeadAttention(512, 8)", lambda: _code("multi-head.snippet-multi-head-attention",
+                                                                   "MultiHeadAttention")(512, 8)).eval()
+    x, memory = torch.randn(2, 5, 512, generator=torch.Generator().manual_seed(0)), torch.randn(2, 7, 512)
+    with torch.no_grad():
+        self_out = reader_call("mha(x, x, x)", lambda: mha(x, x, x))
+        cross = reader_call("mha(x, memory, memory)", lambda: mha(x, memory, memory))
+        causal = reader_call("mha(x, x, x, causal mask)", lambda: mha(x, x, x, torch.ones(5, 5).tril()))
+        moved = x.clone()
+        moved[:, 1:] += 1.0
+        causal_moved = mha(moved, moved, moved, torch.ones(5, 5).tril())
+    claim_assert(_shape(self_out) == _shape(cross) == _shape(causal) == (2, 5, 512),
+                 "the output is not (B, n, d_model)", self_attention=_shape(self_out), cross=_shape(cross))
+    claim_assert(torch.equal(causal[:, 0], causal_moved[:, 0]), "with the causal mask position 0 sees later positions")
+
+
+@pytest.mark.claim("multi-head.snippet-multi-head-attention")
+@refutes(reason="n = 2 and one masked score, the smallest masked call, in float16 (the half precision models are run "
+                "in): masked_fill(mask == 0, -1e9) at line 167 cannot store -1e9 in float16 (largest finite 65504)")
+def test_printed_multi_head_attention_runs_masked_in_half_precision():
+    mha = _code("multi-head.snippet-multi-head-attention", "MultiHeadAttention")(512, 8).half().eval()
+    x = torch.randn(1, 2, 512, generator=torch.Generator().manual_seed(23)).half()
+    with torch.no_grad():
+        out = reader_call("mha(x, x, x, causal mask) in float16", lambda: mha(x, x, x, torch.ones(2, 2).tril()))
+    claim_assert(_shape(out) == (1, 2, 512), "the output is not (B, n, d_model)", shape=_shape(out))
+
+
+@pytest.mark.claim("multi-head.snippet-multi-head-attention")
+def test_printed_multi_head_attention_runs_in_bfloat16_masked_and_in_float16_unmasked():
+    mha = _code("multi-head.snippet-multi-head-attention", "MultiHeadAttention")(512, 8).eval()
+    x = torch.randn(1, 4, 512, generator=torch.Generator().manual_seed(24))
+    with torch.no_grad():
+        bf16 = reader_call("mha(x, x, x, mask) in bfloat16",
+                           lambda: mha.bfloat16()(*[x.bfloat16()] * 3, torch.ones(4, 4).tril()))
+        half = reader_call("mha(x, x, x) in float16", lambda: mha.half()(*[x.half()] * 3))
+    claim_assert(_shape(bf16) == _shape(half) == (1, 4, 512) and bf16.dtype == torch.bfloat16
+                 and half.dtype == torch.float16,
+                 "the masked bfloat16 or the unmasked float16 call does not return (B, n, d_model) in its precision",
+                 bfloat16=_shape(bf16), float16=_shape(half))
+
+
+@pytest.mark.claim("positional.snippet-positional-encoding")
+def test_printed_positional_encoding_adds_the_sinusoidal_table_to_an_even_width_input():
+    d, n = 512, 10
+    pe = reader_call("PositionalEncoding(512)", lambda: _code("positional.snippet-positional-encoding",
+                                                               "PositionalEncoding")(d)).eval()
+    x = torch.randn(2, n, d, generator=torch.Generator().manual_seed(1))
+    out = reader_call("pe(x) for x (2, 10, 512)", lambda: pe(x))
+    pos, i = torch.arange(n, dtype=torch.float64)[:, None], torch.arange(0, d, 2, dtype=torch.float64)
+    table = torch.stack([torch.sin(pos / 10000 ** (i / d)), torch.cos(pos / 10000 ** (i / d))], -1).flatten(1)  # line 188
+    # float32 table: angles up to n, sin/cos of them within ~n float32 ulps; the added x rounds once more
+    claim_assert(_shape(out) == (2, n, d) and bool(((out - x).double() - table).abs().max() <= 64 * n * 2.0**-24),
+                 "pe(x) is not x + PE[:n] (sin on even, cos on odd columns)", shape=_shape(out))
+
+
+@pytest.mark.claim("positional.snippet-positional-encoding")
+@refutes(reason="d_model = 3, the smallest odd width that fails (for d = 1 the one cos column broadcasts into the "
+                "empty pe[:, 1::2]): pe[:, 1::2] has floor(d/2) = 1 column, div_term ceil(d/2) = 2 entries")
+def test_printed_positional_encoding_builds_for_every_width():
+    reader_call("PositionalEncoding(3)", lambda: _code("positional.snippet-positional-encoding", "PositionalEncoding")(3))
+
+
+def _rope_angles(t: int, d: int) -> torch.Tensor:
+    """m theta_j for m < t and theta_j = 10000^(-2j/d), j < d/2: (t, d/2)."""
+    return torch.arange(t, dtype=torch.float64)[:, None] * 10000.0 ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+
+
+@pytest.mark.claim("rope.snippet-apply-rotary-pos-emb")
+def test_printed_apply_rotary_pos_emb_rotates_b_h_n_d_k_queries_with_half_width_tables():
+    x = gaussian((2, 8, 6, 64), 2)
+    angles = _rope_angles(6, 64)
+    fn = _code("rope.snippet-apply-rotary-pos-emb", "apply_rotary_pos_emb")
+    out = reader_call("apply_rotary_pos_emb(x, cos, sin), cos/sin (n, d_k/2)", lambda: fn(x, angles.cos(), angles.sin()))
+    pairs_in, pairs_out = x.unflatten(-1, (2, 32)).norm(dim=-2), out.unflatten(-1, (2, 32)).norm(dim=-2)
+    # a rotation of each pair (x_j, x_{j+d/2}) keeps its length: a few ulps of |x|
+    claim_assert(_shape(out) == (2, 8, 6, 64) and bool((pairs_in - pairs_out).abs().max() <= 16 * EPS64 * x.abs().max()),
+                 "the output is not x with each pair (x_j, x_{j+d/2}) rotated", shape=_shape(out))
+    claim_assert(torch.equal(out[:, :, 0], x[:, :, 0]), "position 0 (angle 0) is not left unchanged")
+
+
+@pytest.mark.claim("rope.snippet-apply-rotary-pos-emb")
+@refutes(reason="one query (1, 1, 1, 2) at position 0, the smallest even d_k, with the full-width tables of the "
+                "comment's x * cos (line 266, cos and sin duplicated over both halves): x1 (width 1) broadcasts against "
+                "them and the result has width 4; from d_k = 4 on the call raises")
+def test_printed_apply_rotary_pos_emb_takes_the_full_width_tables_of_its_comment():
+    x = gaussian((1, 1, 1, 2), 3)
+    angles = _rope_angles(1, 2)
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)  # (n, d_k), as x * cos needs
+    out = reader_call("apply_rotary_pos_emb(x, cos, sin), cos/sin (n, d_k)",
+                      lambda: _code("rope.snippet-apply-rotary-pos-emb", "apply_rotary_pos_emb")(x, cos, sin))
+    claim_assert(_shape(out) == _shape(x) and torch.equal(out, x), "with full-width tables the output is not x rotated "
+                 "(at position 0: x itself)", x_shape=_shape(x), out_shape=_shape(out))
+
+
+@pytest.mark.claim("architecture.snippet-encoder-layer")
+@refutes(reason="one call with the default mask=None, the document's d_model = 512 and h = 8: line 340 calls "
+                "self_attn(norm1(x), mask) without a value, so every call raises")
+def test_printed_encoder_layer_maps_b_n_d_to_b_n_d():
+    layer = reader_call("EncoderLayer(512, 8, 2048)",
+                        lambda: _code("architecture.snippet-encoder-layer", "EncoderLayer")(512, 8, 2048))
+    out = reader_call("layer(x) for x (2, 5, 512)", lambda: layer(torch.randn(2, 5, 512)))
+    claim_assert(_shape(out) == (2, 5, 512), "the output is not (B, n, d_model)", shape=_shape(out))
+
+
+@pytest.mark.claim("architecture.snippet-decoder-layer")
+@refutes(reason="one call with the default masks (None), d_model = 512, h = 8: line 362 calls self_attn(norm1(x), "
+                "tgt_mask) without a value, so every call raises")
+def test_printed_decoder_layer_maps_b_n_d_to_b_n_d():
+    layer = reader_call("DecoderLayer(512, 8, 2048)",
+                        lambda: _code("architecture.snippet-decoder-layer", "DecoderLayer")(512, 8, 2048))
+    out = reader_call("layer(x, encoder_output)", lambda: layer(torch.randn(2, 5, 512), torch.randn(2, 7, 512)))
+    claim_assert(_shape(out) == (2, 5, 512), "the output is not (B, n, d_model)", shape=_shape(out))
+
+
+@pytest.mark.claim("rope.snippet-ndimensional-rope")
+@refutes(reason="NDimensionalRoPE(8, 2, 16): head_dim 8 divisible by 2 n_dims = 4, two position axes; line 527 reads "
+                "the undefined name pairs_per_dim on every construction, before any argument matters")
+def test_printed_ndimensional_rope_rotates_b_h_t_head_dim_by_multi_axis_positions():
+    rope = reader_call("NDimensionalRoPE(8, 2, 16)", lambda: _code("rope.snippet-ndimensional-rope", "NDimensionalRoPE")(8, 2, 16))
+    x, positions = torch.randn(1, 2, 3, 8), torch.randint(0, 16, (1, 3, 2))
+    out = reader_call("rope.apply(x, positions)", lambda: rope.apply(x, positions))
+    claim_assert(_shape(out) == (1, 2, 3, 8), "apply does not return x's shape (B, H, T, head_dim)", shape=_shape(out))
+
+
+@pytest.mark.claim("long-context.snippet-critical-attention-scaling")
+def test_printed_critical_attention_scaling_attends_with_sqrt_d_k_f_t():
+    d_k, t = 64, 16
+    attn = reader_call("CriticalAttentionScaling(64)",
+                       lambda: _code("long-context.snippet-critical-attention-scaling", "CriticalAttentionScaling")(d_k))
+    q, k, v = gaussian((2, 4, t, d_k), 4), gaussian((2, 4, t, d_k), 5), gaussian((2, 4, t, d_k), 6)
+    out = reader_call("attn(q, k, v)", lambda: attn(q, k, v))
+    masked = reader_call("attn(q, k, v, causal mask)", lambda: attn(q, k, v, torch.ones(t, t).tril()))
+    f = 1 + math.log(t) ** 1.5  # f(T) = 1 + c (ln T)^1.5, c = 1 (line 729)
+    claim_assert(_close(out, _softmax_attention(q, k, v, 1 / math.sqrt(d_k * f))),
+                 "the output is not softmax(q k^T / sqrt(d_k f(T))) v", shape=_shape(out))
+    claim_assert(_shape(masked) == (2, 4, t, d_k) and _close(masked[..., 0, :], v[..., 0, :]),
+                 "with the causal mask the first query does not attend to the first key only")
+    bf16 = reader_call("attn(q, k, v, causal mask) in bfloat16",
+                       lambda: attn(q.bfloat16(), k.bfloat16(), v.bfloat16(), torch.ones(t, t).tril()))
+    half = reader_call("attn(q, k, v) in float16", lambda: attn(q.half(), k.half(), v.half()))
+    claim_assert(_shape(bf16) == _shape(half) == (2, 4, t, d_k), "the masked bfloat16 or unmasked float16 call fails",
+                 bfloat16=_shape(bf16), float16=_shape(half))
+
+
+@pytest.mark.claim("long-context.snippet-critical-attention-scaling")
+@refutes(reason="T = 2 and one masked score, the smallest masked call, in float16: masked_fill(mask == 0, -1e9) at "
+                "line 738 cannot store -1e9 in float16 (largest finite 65504)")
+def test_printed_critical_attention_scaling_runs_masked_in_half_precision():
+    attn = _code("long-context.snippet-critical-attention-scaling", "CriticalAttentionScaling")(64)
+    q = torch.randn(1, 1, 2, 64, generator=torch.Generator().manual_seed(25)).half()
+    out = reader_call("attn(q, k, v, causal mask) in float16", lambda: attn(q, q, q, torch.ones(2, 2).tril()))
+    claim_assert(_shape(out) == (1, 1, 2, 64), "the output is not (B, H, T, d_k)", shape=_shape(out))
+
+
+@pytest.mark.claim("spectral.snippet-qk-spectrum-monitor")
+def test_printed_qk_spectrum_monitor_logs_kappa_and_warns_above_0_8_and_below_0_3():
+    monitor = reader_call("QKSpectrumMonitor()", lambda: _code("spectral.snippet-qk-spectrum-monitor", "QKSpectrumMonitor")())
+    w = gaussian((64, 16), 7)
+    spike = torch.zeros(64, 16, dtype=torch.float64)
+    spike[0, 0] = 1.0  # W_qk = e_1 e_1^T: one nonzero eigenvalue, kappa = 1
+    _, flat = _quietly(lambda: reader_call("monitor.log(0, W_q, W_k)", lambda: monitor.log(0, w, gaussian((64, 16), 8))))
+    _, peaked = _quietly(lambda: reader_call("monitor.log(1, W_q, W_k)", lambda: monitor.log(1, spike, spike)))
+    steps = [h.get("step") for h in monitor.history]
+    kappas = [h.get("kappa") for h in monitor.history]
+    claim_assert(steps == [0, 1] and all(isinstance(k, float) and 0 < k <= 1 for k in kappas),
+                 "log does not record one {'step', 'kappa'} entry with kappa in (0, 1] per call", history=monitor.history)
+    claim_assert(kappas[0] < 0.3 and "平坦" in flat and kappas[1] == 1.0 and "⚠️" in peaked,
+                 "the flat-spectrum note (kappa < 0.3) or the concentration warning (kappa > 0.8) is not printed",
+                 kappas=kappas, printed=[flat, peaked])
+
+
+# --- linear-algebra.txt -------------------------------------------------------------------------------------------
+
+@pytest.mark.claim("architecture.snippet-la-transformer-block")
+@refutes(reason="one call with the default mask=None, d_model = 512, h = 8: line 67 evaluates the undefined name "
+                "not_mask whatever the input")
+def test_printed_transformer_block_maps_b_n_d_to_b_n_d():
+    block = reader_call("TransformerBlock(512, 8, 2048)",
+                        lambda: _code("architecture.snippet-la-transformer-block", "TransformerBlock")(512, 8, 2048))
+    out = reader_call("block(x) for x (2, 5, 512)", lambda: block(torch.randn(2, 5, 512)))
+    claim_assert(_shape(out) == (2, 5, 512), "the output is not (B, n, d_model)", shape=_shape(out))
+
+
+@pytest.mark.claim("spectral.snippet-la-analyze-attention-spectrum")
+def test_printed_la_analyze_attention_spectrum_reports_per_head_sigmas_gap_and_rank():
+    q, k = gaussian((2, 4, 16, 32), 9), gaussian((2, 4, 16, 32), 10)
+    out = reader_call("analyze_attention_spectrum(Q, K) for Q, K (B, h, n, d_k)",
+                      lambda: _code("spectral.snippet-la-analyze-attention-spectrum", "analyze_attention_spectrum")(q, k))
+    s1, s2, gap, rank = (out[key] for key in ("sigma_1", "sigma_2", "spectral_gap", "effective_rank"))
+    claim_assert(all(_shape(v) == (2, 4) for v in (s1, s2, gap, rank)), "the statistics are not one per (batch, head)",
+                 shapes={key: _shape(v) for key, v in out.items()})
+    # A is row-stochastic, so sigma_1 >= ||A 1|| / ||1|| = 1 (up to rounding); 1 <= exp(entropy) <= n
+    claim_assert(bool((s1 >= 1 - 1e-12).all() and (s2 <= s1).all() and ((gap >= 0) & (gap <= 1)).all()
+                      and ((rank >= 1 - 1e-6) & (rank <= 16 + 1e-6)).all()),
+                 "sigma_1 < 1, sigma_2 > sigma_1, the ratio outside [0, 1] or the rank outside [1, n]", sigma_1=s1, rank=rank)
+
+
+@pytest.mark.claim("linear-attention.snippet-la-gated-deltanet")
+def test_printed_gated_deltanet_maps_b_n_d_to_b_n_d_causally():
+    net = reader_call("GatedDeltaNet(64)", lambda: _code("linear-attention.snippet-la-gated-deltanet", "GatedDeltaNet")(64))
+    x = torch.randn(2, 10, 64, generator=torch.Generator().manual_seed(11))
+    later = x.clone()
+    later[:, 5:] = torch.randn(2, 5, 64)
+    with torch.no_grad():
+        out = reader_call("net(x) for x (2, 10, 64)", lambda: net(x))
+        out_later = net(later)
+    claim_assert(_shape(out) == (2, 10, 64) and bool(torch.isfinite(out).all()), "the output is not a finite (B, n, d)",
+                 shape=_shape(out))
+    claim_assert(torch.equal(out[:, :5], out_later[:, :5]), "an output depends on later inputs (not a recurrence)")
+
+
+@pytest.mark.claim("optimization.snippet-la-spectral-conditioned-attention")
+@refutes(reason="one call SpectralConditionedAttention(64, 4)(x), x (2, 10, 64): forward ends at the placeholder "
+                "comment of line 326 with no return statement, whatever the input")
+def test_printed_spectral_conditioned_attention_returns_a_b_n_d_output():
+    attn = reader_call("SpectralConditionedAttention(64, 4)",
+                       lambda: _code("optimization.snippet-la-spectral-conditioned-attention", "SpectralConditionedAttention")(64, 4))
+    out = reader_call("attn(x) for x (2, 10, 64)", lambda: attn(torch.randn(2, 10, 64)))
+    claim_assert(_shape(out) == (2, 10, 64), "forward returns no (B, n, d_model) attention output",
+                 returned=type(out).__name__)
+
+
+@pytest.mark.claim("architecture.snippet-la-linear-algebraic-transformer")
+def test_printed_linear_algebraic_transformer_returns_logits_and_per_layer_spectra():
+    vocab = 100
+    model = reader_call("LinearAlgebraicTransformer(100, d_model=32, n_heads=4, d_ff=64, n_layers=4)",
+                        lambda: _code("architecture.snippet-la-linear-algebraic-transformer", "LinearAlgebraicTransformer")(
+                            vocab, d_model=32, n_heads=4, d_ff=64, n_layers=4))
+    ids = torch.randint(0, vocab, (2, 16), generator=torch.Generator().manual_seed(12))
+    logits, info = reader_call("model(ids) for ids (2, 16)", lambda: model(ids))
+    claim_assert(_shape(logits) == (2, 16, vocab) and len(info) == 4
+                 and all(set(i) == {"sigma_1", "sigma_2", "spectral_gap", "effective_rank"} for i in info),
+                 "forward does not return logits (B, n, vocab) and one spectral record per layer", shape=_shape(logits))
+    # train_transformer (lines 544-561) is run by architecture.snippet-la-train-loop-runs, which this claim uses
+
+
+# --- spectral.txt -------------------------------------------------------------------------------------------------
+
+def _attention(n: int, seed: int) -> torch.Tensor:
+    """A row-stochastic n x n attention matrix (float64)."""
+    return torch.softmax(2 * gaussian((n, n), seed), -1)
+
+
+@pytest.mark.claim("spectral.snippet-spectral-doc-analyze-attention-spectrum")
+def test_printed_analyze_attention_spectrum_reports_the_statistics_of_an_n_by_n_matrix():
+    a = _attention(16, 13)
+    out = reader_call("analyze_attention_spectrum(A) for A (16, 16)",
+                      lambda: _code("spectral.snippet-spectral-doc-analyze-attention-spectrum", "analyze_attention_spectrum")(a))
+    claim_assert(set(out) == {"singular_values", "normalized", "effective_rank", "spectral_gap", "top_5", "tail_ratio"}
+                 and len(out["singular_values"]) == 16 and len(out["top_5"]) == 5,
+                 "the result does not hold the six statistics of the 16 singular values", keys=sorted(out))
+    claim_assert(1 <= out["effective_rank"] <= 16 and 0 <= out["spectral_gap"] <= 1 and 0 <= out["tail_ratio"] <= 1,
+                 "a statistic is outside its range", effective_rank=out["effective_rank"], gap=out["spectral_gap"])
+
+
+class _ModelWithDModel(torch.nn.Module):
+    """A one-layer self-attention model exposing d_model, as measure_rank_collapse expects."""
+
+    def __init__(self, d_model: int = 64):
+        super().__init__()
+        self.d_model = d_model
+        self.mha = torch.nn.MultiheadAttention(d_model, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.mha(x, x, x, need_weights=True, average_attn_weights=False)[0]
+
+
+@pytest.mark.claim("spectral.snippet-measure-rank-collapse")
+@refutes(reason="one model and the lengths [16, 32]: get_attention_matrix (line 170) is defined nowhere in the "
+                "document, so the first length already raises")
+def test_printed_measure_rank_collapse_returns_one_record_per_length():
+    fn = _code("spectral.snippet-measure-rank-collapse", "measure_rank_collapse")
+    results = reader_call("measure_rank_collapse(model, [16, 32])", lambda: fn(_ModelWithDModel(), [16, 32]))
+    claim_assert([r["n"] for r in results] == [16, 32], "not one record per length", results=results)
+
+
+@pytest.mark.claim("spectral.snippet-spectral-pruning")
+def test_printed_spectral_pruning_keeps_the_top_half_of_the_spectrum():
+    w = gaussian((64, 64), 14)
+    out = reader_call("spectral_pruning(W, 0.5)", lambda: _code("spectral.snippet-spectral-pruning", "spectral_pruning")(w, 0.5))
+    s, kept = torch.linalg.svdvals(w), torch.linalg.svdvals(out)
+    # the rebuilt U diag(s_k) V^T: each singular value within a backward-stable SVD's 16 n eps s_1
+    tol = 16 * 64 * EPS64 * s[0].item()
+    claim_assert(_shape(out) == (64, 64) and bool((kept[:32] - s[:32]).abs().max() <= tol and kept[32:].max() <= tol),
+                 "the output does not keep the top 32 of 64 singular values and drop the rest", shape=_shape(out))
+
+
+@pytest.mark.claim("spectral.snippet-length-aware-attention")
+def test_printed_length_aware_attention_scales_scores_by_log_n_to_the_1_7():
+    q, k, v = gaussian((2, 4, 16, 32), 15), gaussian((2, 4, 16, 32), 16), gaussian((2, 4, 16, 32), 17)
+    out = reader_call("length_aware_attention(Q, K, V)",
+                      lambda: _code("spectral.snippet-length-aware-attention", "length_aware_attention")(q, k, v))
+    scale = math.log(16) ** 1.7 / math.sqrt(32)
+    # the printed code takes ln n in float32 (torch.tensor(16)): the factor is off by <= 1.7 * 2^-24 relative, so each
+    # score by that much of max |score|, which moves softmax(.) v by at most twice that times max |v|
+    tol = 2 * 1.7 * 2.0**-24 * (q @ k.transpose(-2, -1)).abs().max().item() * scale * v.abs().max().item()
+    claim_assert(_shape(out) == _shape(v) and bool((out - _softmax_attention(q, k, v, scale)).abs().max() <= tol + 1e-12),
+                 "the output is not softmax(Q K^T / sqrt(d_k) (ln n)^1.7) V", shape=_shape(out))
+
+
+@pytest.mark.claim("spectral.snippet-head-spectral-diversity")
+def test_printed_head_spectral_diversity_summarises_an_h_n_n_stack():
+    stack = torch.softmax(2 * gaussian((8, 16, 16), 18), -1)
+    out = reader_call("head_spectral_diversity(A) for A (8, 16, 16)",
+                      lambda: _code("spectral.snippet-head-spectral-diversity", "head_spectral_diversity")(stack))
+    spectra = torch.linalg.svdvals(stack)
+    mean = torch.cdist(spectra, spectra).mean().item()
+    claim_assert(set(out) == {"mean_diversity", "most_similar_heads", "most_different_heads"}
+                 and abs(out["mean_diversity"] - mean) <= 1e-9 * max(1.0, mean)
+                 and _shape(out["most_similar_heads"].indices) == _shape(out["most_different_heads"].indices) == (8,),
+                 "the result is not the mean pairwise spectral distance with one similar/different head per head",
+                 mean_diversity=out.get("mean_diversity"), expected=mean)
+
+
+@pytest.mark.claim("spectral.snippet-spectral-design-check")
+def test_printed_spectral_design_check_passes_a_gpt3_shape_and_lists_the_issues_of_a_bad_one():
+    check = _code("spectral.snippet-spectral-design-check", "spectral_design_check")
+    good = reader_call("spectral_design_check(96 layers, 12288, 96 heads)",
+                       lambda: check(SimpleNamespace(num_layers=96, d_model=12288, num_heads=96)))
+    bad = reader_call("spectral_design_check(300 layers, 500, 32 heads)",
+                      lambda: check(SimpleNamespace(num_layers=300, d_model=500, num_heads=32)))
+    wide = check(SimpleNamespace(num_layers=12, d_model=4096, num_heads=8))
+    claim_assert(good == ["架构谱性质良好"], "a GPT-3-shaped model (d_k = 128) is not reported healthy", issues=good)
+    claim_assert(bad == ["深度过大可能导致谱爆炸", "d_model 应能被 num_heads 整除", "d_k 过小可能限制注意力表达"]
+                 and wide == ["d_k 过大可能导致优化困难"], "the depth, divisibility and d_k rules are not applied",
+                 bad=bad, wide=wide)
+
+
+@pytest.mark.claim("spectral.snippet-spectral-preserving-quantize")
+@refutes(reason="one 64 x 64 weight with the default bits = 8: quantize (line 507) is defined nowhere in the "
+                "document, so every call raises")
+def test_printed_spectral_preserving_quantize_returns_a_weight_of_the_same_shape():
+    w = gaussian((64, 64), 19)
+    out = reader_call("spectral_preserving_quantize(W)",
+                      lambda: _code("spectral.snippet-spectral-preserving-quantize", "spectral_preserving_quantize")(w))
+    claim_assert(_shape(out) == (64, 64), "the quantised weight does not have W's shape", shape=_shape(out))
+
+
+class _OneAttentionLayer(torch.nn.Module):
+    """One nn.MultiheadAttention layer, called with its defaults or with per-head weights."""
+
+    def __init__(self, per_head: bool, d_model: int = 8):
+        super().__init__()
+        torch.manual_seed(20)
+        self.mha, self.per_head = torch.nn.MultiheadAttention(d_model, 2, batch_first=True), per_head
+
+    def forward(self, x):
+        if self.per_head:
+            return self.mha(x, x, x, need_weights=True, average_attn_weights=False)[0]
+        return self.mha(x, x, x)[0]
+
+
+def _analyze(model: torch.nn.Module, x: torch.Tensor) -> dict:
+    analyzer = _code("spectral.snippet-transformer-spectral-analyzer", "TransformerSpectralAnalyzer")(model)
+    return analyzer.analyze_all_layers(x)
+
+
+@pytest.mark.claim("spectral.snippet-transformer-spectral-analyzer")
+@refutes(reason="one nn.MultiheadAttention layer called with its defaults on one (1, 5, 8) input: its weights are "
+                "head-averaged [B, L, S], so attn[0, 0] (line 583) is one row and svdvals needs a matrix")
+def test_printed_analyzer_analyses_a_model_with_default_attention_modules():
+    x = torch.randn(1, 5, 8, generator=torch.Generator().manual_seed(21))
+    results = reader_call("analyze_all_layers(x) on a default nn.MultiheadAttention", lambda: _analyze(_OneAttentionLayer(False), x))
+    claim_assert(set(results) == {"layer_0"}, "the layer is not analysed", results=results)
+
+
+@pytest.mark.claim("spectral.snippet-transformer-spectral-analyzer")
+def test_printed_analyzer_runs_on_per_head_weights_and_raises_inside_transformer_encoder_layers():
+    x = torch.randn(1, 5, 8, generator=torch.Generator().manual_seed(21))
+    model = torch.nn.Sequential(_OneAttentionLayer(True), _OneAttentionLayer(True))
+    results = reader_call("analyze_all_layers(x) with per-head weights", lambda: _analyze(model, x))
+    claim_assert(set(results) == {"layer_0", "layer_1"} and all(
+        set(r) == {"effective_rank", "spectral_gap", "max_eigenvalue"} and 1 <= r["effective_rank"] <= 5
+        and abs(r["max_eigenvalue"] - 1) <= 1e-5 for r in results.values()),
+        "per-head weights are not analysed layer by layer (row-stochastic: max |lambda| = 1)", results=results)
+    encoder = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True)  # calls need_weights=False
+    try:
+        _analyze(encoder, x)
+        error = None
+    except AttributeError as exc:  # output[1] is None: None.detach()
+        error = str(exc)
+    claim_assert(error is not None and "detach" in error, "inside nn.TransformerEncoderLayer the hook does not fail",
+                 error=error)
+
+
+@pytest.mark.claim("spectral.snippet-plot-spectrum")
+def test_printed_plot_spectrum_draws_two_panels_of_the_n_singular_values():
+    a = _attention(16, 22)
+    fig = reader_call("plot_spectrum(A) for A (16, 16)", lambda: _code("spectral.snippet-plot-spectrum", "plot_spectrum")(a))
+    lines = [ax.lines[0].get_ydata() for ax in fig.axes]
+    matplotlib.pyplot.close(fig)
+    claim_assert(len(lines) == 2 and len(lines[0]) == len(lines[1]) == 16 and abs(lines[1][-1] - 1) <= 1e-12,
+                 "not two panels of the 16 singular values, the second cumulative up to 1", panels=len(lines))
+
+
+@pytest.mark.claim("spectral.snippet-training-monitor")
+@refutes(reason="one batch {'input': x} on a one-layer model: train_step (line 685) is defined nowhere in the document, "
+                "so the first step already raises")
+def test_printed_training_monitor_trains_and_logs():
+    model = _OneAttentionLayer(True)
+    batch = {"input": torch.randn(1, 5, 8)}
+    fn = _code("spectral.snippet-training-monitor", "training_monitor")
+    _quietly(lambda: reader_call("training_monitor(model, [batch])", lambda: fn(model, [batch], log_every=1)))
+
+
+@pytest.mark.claim("spectral.snippet-evaluate-architecture-spectral")
+@refutes(reason="one call with an empty config: build_transformer (line 704) is defined nowhere in the document")
+def test_printed_evaluate_architecture_spectral_scores_a_config():
+    fn = _code("spectral.snippet-evaluate-architecture-spectral", "evaluate_architecture_spectral")
+    score = reader_call("evaluate_architecture_spectral({}, x)", lambda: fn({}, torch.randn(1, 5, 8)))
+    claim_assert(0 <= score <= 1, "the score is not a fraction of layers", score=score)

@@ -1,0 +1,259 @@
+"""A zoo of attention kernels that are wrong in one way each, as real kernels go wrong.
+
+Each entry is a function with the contract of :func:`impl.attention.attention` and a
+``claims_capabilities`` attribute (what ``claims kernel`` reads), plus the case and the check of
+:mod:`claimcheck.kernel` that must catch it (``"gqa-4/2:out"``: the output on the fixed 4-over-2
+head problem; ``"fully-masked-key-padding"``: the fully-masked-rows case). The kernels are small
+edits of the plain reference, in float32 and one low precision, so the zoo runs in seconds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from impl.attention import Mask, default_scale, mask_bias, repeat_kv
+
+FORWARD = {"dtypes": ["float32", "float16"], "backward": False, "fully_masked": None}
+BACKWARD = {**FORWARD, "backward": True}
+BLOCK = 16  # key tile of the tiled variants
+
+
+@dataclass(frozen=True)
+class Wrong:
+    """A wrong kernel, what is wrong with it, and the case and check that must reject it."""
+
+    name: str
+    fn: Callable
+    bug: str
+    case: str  # e.g. "float32-causal-top-left"
+    check: str  # e.g. "gqa-4/2:out", "large-logits:out", "fully-masked-key-padding"
+
+
+def _heads(q, k, v):
+    """k, v repeated to q's heads: query head h reads key/value head h // group."""
+    group = q.shape[-3] // k.shape[-3]
+    return repeat_kv(k, group), repeat_kv(v, group)
+
+
+def _scores(q, k, scale, mask):
+    """Scaled scores plus the mask's bias: (B, H_q, n_q, n_k)."""
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    s = q @ k.transpose(-2, -1) * scale
+    bias = mask_bias(mask, q.shape[-2], k.shape[-2], s.dtype, s.device)
+    return s if bias is None else s + bias
+
+
+def _softmax_v(s, v):
+    return torch.softmax(s.float(), dim=-1).to(v.dtype) @ v
+
+
+def wrong_scale(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    return _softmax_v(_scores(q, k, 1.0 / q.shape[-1], mask), v)  # 1/d instead of 1/sqrt(d)
+
+
+def softmax_over_queries(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    s = _scores(q, k, scale, mask)
+    return torch.softmax(s.float(), dim=-2).nan_to_num().to(v.dtype) @ v  # normalises columns, not rows
+
+
+def causal_off_by_one(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    if mask is not None and mask.causal:
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        offset = (0 if mask.causal == "top-left" else n_k - n_q) + 1  # sees one future key
+        allowed = torch.arange(n_k)[None, :] <= torch.arange(n_q)[:, None] + offset
+        s = _scores(q, k, scale, Mask(None, mask.key_padding, mask.bias)).masked_fill(~allowed, -math.inf)
+        return _softmax_v(s, v)
+    return _softmax_v(_scores(q, k, scale, mask), v)
+
+
+def causal_always_top_left(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    if mask is not None and mask.causal:
+        mask = Mask("top-left", mask.key_padding, mask.bias)  # ignores the bottom-right alignment
+    return _softmax_v(_scores(q, k, scale, mask), v)
+
+
+def _tiled(q, k, v, scale, mask, rescale=True, tail=True, normalise=True):
+    """Online softmax over key tiles of 16 in float32 (the FlashAttention forward), with switchable bugs."""
+    k, v = _heads(q, k, v)
+    s_all = _scores(q.float(), k.float(), scale, mask)
+    m = torch.full(s_all.shape[:-1], -math.inf)
+    l = torch.zeros(s_all.shape[:-1])
+    acc = torch.zeros(q.shape[:-1] + (v.shape[-1],))
+    n_k = k.shape[-2]
+    stop = n_k if tail else n_k - n_k % BLOCK  # without the tail: the last partial tile is dropped
+    for j in range(0, stop, BLOCK):
+        s = s_all[..., j:j + BLOCK]
+        m_new = torch.maximum(m, s.amax(-1))
+        shift = torch.where(m_new == -math.inf, 0.0, m_new)
+        p = torch.exp(s - shift[..., None])
+        alpha = torch.exp(m - shift) if rescale else torch.ones_like(m)  # without rescaling: stale sums
+        l = alpha * l + p.sum(-1)
+        acc = alpha[..., None] * acc + p @ v[..., j:j + BLOCK, :].float()
+        m = m_new
+    out = acc / l[..., None] if normalise else acc
+    return out.to(q.dtype)
+
+
+def online_softmax_without_rescaling(q, k, v, scale=None, mask=None):
+    return _tiled(q, k, v, scale, mask, rescale=False)
+
+
+def dropped_tail_block(q, k, v, scale=None, mask=None):
+    return _tiled(q, k, v, scale, mask, tail=False)
+
+
+def missing_normalisation(q, k, v, scale=None, mask=None):
+    return _tiled(q, k, v, scale, mask, normalise=False)  # returns sum_j exp(s_j - m) v_j, not divided by l
+
+
+def float16_accumulation(q, k, v, scale=None, mask=None):
+    """Every product and sum in float16, whatever the inputs' precision."""
+    k, v = _heads(q, k, v)
+    h = torch.float16
+    m = mask if mask is None or mask.bias is None else Mask(mask.causal, mask.key_padding, mask.bias.to(h))
+    s = _scores(q.to(h), k.to(h), scale, m)
+    p = torch.softmax(s, dim=-1)
+    return (p @ v.to(h)).to(q.dtype)
+
+
+def gqa_modulo(q, k, v, scale=None, mask=None):
+    h_q, h_kv = q.shape[-3], k.shape[-3]
+    index = torch.arange(h_q) % h_kv  # should be h // (h_q / h_kv)
+    k, v = k[:, index], v[:, index]
+    return _softmax_v(_scores(q, k, scale, mask), v)
+
+
+def no_max_subtraction(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    e = torch.exp(_scores(q.float(), k.float(), scale, mask))  # overflows to inf past a score of 88.7
+    return (e / e.sum(-1, keepdim=True) @ v.float()).to(q.dtype)
+
+
+def mask_after_softmax(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    s = _scores(q, k, scale, None)
+    p = torch.softmax(s.float(), dim=-1)
+    bias = mask_bias(mask, q.shape[-2], k.shape[-2], torch.float32, q.device)
+    if bias is not None:
+        p = p * torch.isfinite(bias)  # masked weights zeroed, not renormalised
+    return p.to(v.dtype) @ v
+
+
+def key_padding_ignored(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    if mask is not None:
+        mask = Mask(mask.causal, None, mask.bias)
+    return _softmax_v(_scores(q, k, scale, mask), v)
+
+
+def bias_before_scale(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    bias = mask_bias(mask, q.shape[-2], k.shape[-2], q.dtype, q.device)
+    s = q @ k.transpose(-2, -1)
+    s = (s if bias is None else s + bias) * scale  # the bias is scaled with the scores
+    return _softmax_v(s, v)
+
+
+def nan_on_fully_masked_rows(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    return _softmax_v(_scores(q, k, scale, mask), v)  # correct, but a fully masked row is NaN, declared zero
+
+
+class _WrongLse(torch.autograd.Function):
+    """A correct forward; the backward recomputes P = exp(S - L) with L missing its row max."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale, mask):
+        s = _scores(q.float(), k.float(), scale, mask)
+        m = s.amax(-1, keepdim=True)
+        lse_wrong = torch.log(torch.exp(s - m).sum(-1, keepdim=True))  # forgot + m
+        ctx.save_for_backward(q, k, v, lse_wrong)
+        ctx.args = (scale, mask)
+        return (torch.softmax(s, -1) @ v.float()).to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, d_out):
+        q, k, v, lse = ctx.saved_tensors
+        scale, mask = ctx.args
+        scale = default_scale(q.shape[-1]) if scale is None else scale
+        s = _scores(q.float(), k.float(), scale, mask)
+        p = torch.exp(s - lse)
+        do = d_out.float()
+        dv = p.transpose(-2, -1) @ do
+        dp = do @ v.float().transpose(-2, -1)
+        ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+        dq, dk = scale * ds @ k.float(), scale * ds.transpose(-2, -1) @ q.float()
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None
+
+
+def wrong_lse_in_backward(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)  # autograd sums the repeated heads' gradients back over each group
+    return _WrongLse.apply(q, k, v, scale, mask)
+
+
+class _FirstHeadOnly(torch.autograd.Function):
+    """repeat_kv whose backward keeps the first query head's gradient of each group instead of the sum."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return repeat_kv(x, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad[:, ::ctx.group].contiguous(), None
+
+
+def dkdv_not_summed_over_the_group(q, k, v, scale=None, mask=None):
+    group = q.shape[-3] // k.shape[-3]
+    k, v = _FirstHeadOnly.apply(k, group), _FirstHeadOnly.apply(v, group)
+    return _softmax_v(_scores(q, k, scale, mask), v)
+
+
+def _declare(fn: Callable, **caps) -> Callable:
+    fn.claims_capabilities = caps
+    return fn
+
+
+ZOO = [
+    Wrong("wrong-scale", _declare(wrong_scale, **FORWARD), "scores scaled by 1/d, not 1/sqrt(d)", "float32-none",
+          "gqa-4/2:out"),
+    Wrong("softmax-over-queries", _declare(softmax_over_queries, **FORWARD), "softmax over the wrong axis",
+          "float32-none", "gqa-4/2:out"),
+    Wrong("causal-off-by-one", _declare(causal_off_by_one, **FORWARD), "causal mask lets each query see one future key",
+          "float32-causal-top-left", "gqa-4/2:out"),
+    Wrong("causal-alignment", _declare(causal_always_top_left, **FORWARD), "bottom-right causal treated as top-left",
+          "float32-causal-bottom-right", "gqa-4/2:out"),
+    Wrong("online-softmax-without-rescaling", _declare(online_softmax_without_rescaling, **FORWARD),
+          "old accumulators not rescaled by exp(m_old - m_new)", "float32-none", "gqa-4/2:out"),
+    Wrong("dropped-tail-block", _declare(dropped_tail_block, **FORWARD), "the last partial key tile is skipped",
+          "float32-none", "gqa-4/2:out"),
+    Wrong("missing-normalisation", _declare(missing_normalisation, **FORWARD), "the output is not divided by l",
+          "float32-none", "gqa-4/2:out"),
+    Wrong("float16-accumulation", _declare(float16_accumulation, **FORWARD),
+          "products and sums in float16 for float32 inputs", "float32-none", "gqa-4/2:out"),
+    Wrong("gqa-modulo", _declare(gqa_modulo, **FORWARD), "query head h reads key/value head h % H_kv",
+          "float32-none", "gqa-4/2:out"),
+    Wrong("no-max-subtraction", _declare(no_max_subtraction, **FORWARD), "exp(S) without subtracting the row max",
+          "float32-none", "large-logits:out"),
+    Wrong("mask-after-softmax", _declare(mask_after_softmax, **FORWARD), "masked weights zeroed after the softmax",
+          "float32-causal-top-left", "gqa-4/2:out"),
+    Wrong("key-padding-ignored", _declare(key_padding_ignored, **FORWARD), "the key padding mask is dropped",
+          "float32-key-padding", "gqa-4/2:out"),
+    Wrong("bias-before-scale", _declare(bias_before_scale, **FORWARD), "the additive bias is multiplied by the scale",
+          "float32-additive", "gqa-4/2:out"),
+    Wrong("nan-on-fully-masked-rows", _declare(nan_on_fully_masked_rows, **{**FORWARD, "fully_masked": "zero"}),
+          "fully masked rows give NaN while the kernel declares 0", "float32-fully-masked", "fully-masked-key-padding"),
+    Wrong("wrong-lse-in-backward", _declare(wrong_lse_in_backward, **BACKWARD),
+          "the backward recomputes P with a log-sum-exp missing the row max", "float32-none", "gqa-4/2:dq"),
+    Wrong("dkdv-not-summed-over-the-group", _declare(dkdv_not_summed_over_the_group, **BACKWARD),
+          "dK, dV of a shared head keep one query head's share", "float32-none", "gqa-4/2:dk"),
+]

@@ -1,0 +1,94 @@
+"""``claims kernel`` and ``pytest --backend``: a user's attention function through the backend matrix.
+
+Exit codes as for ``claims``: 0 every case passed, 1 a case failed, 2 a usage or input error.
+"""
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from claimcheck.cli import main
+from claimcheck.kernel import ProblemSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+NARROW = ["--dtype", "float32", "--mask", "none", "--examples", "1"]
+
+
+def _run(capsys, *argv) -> tuple[int, str]:
+    code = main(["kernel", *argv])
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def test_a_correct_function_passes_every_case(capsys):
+    code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--dtype", "float16", "--examples", "1",
+                     "--backward", "--fully-masked", "nan")
+    assert code == 0, out
+    assert "11 of 11 cases passed" in out and "worst error ratio" in out and "FAIL" not in out
+
+
+def test_a_wrong_function_fails_with_the_problem_and_a_repro_that_fails_again(capsys):
+    code, out = _run(capsys, "tests.kernel_zoo:gqa_modulo", *NARROW)
+    assert code == 1, out
+    assert "FAIL  float32-none" in out and "gqa-4/2:out" in out
+    assert "problem (gqa-4/2): B=1 H_q=4 H_kv=2 n_q=9 n_k=20" in out
+    repro = re.search(r"repro: claims kernel (.*)", out).group(1)
+    code, again = _run(capsys, *shlex.split(repro))
+    assert code == 1 and "given:out" in again, again
+
+
+def test_a_drawn_failure_is_shrunk_and_printed_with_its_seed(capsys):
+    # the fixed problems all have d_k = 16; a kernel wrong only for d_k < 16 is caught by the drawn ones
+    code, out = _run(capsys, "tests.test_kernel_cli:wrong_below_16", "--dtype", "float32", "--mask", "none",
+                     "--examples", "20")
+    assert code == 1, out
+    assert "drawn:out" in out and "shrunk" in out and "seed=" in out
+    spec = ProblemSpec.parse(re.search(r"--problem '([^']*)'", out).group(1))
+    assert spec.d_k < 16 and spec.n_q == 1 and spec.H_q == 1  # shrunk towards the smallest problem
+
+
+def wrong_below_16(q, k, v, scale=None, mask=None):
+    from impl.attention import attention
+
+    out = attention(q, k, v, scale, mask)
+    return out * 1.01 if q.shape[-1] < 16 else out
+
+
+def test_capabilities_are_read_from_the_functions_attribute(capsys):
+    code, out = _run(capsys, "tests.kernel_zoo:wrong_lse_in_backward", *NARROW)
+    assert code == 1 and "backward yes" in out and "gqa-4/2:dq" in out, out
+    code, out = _run(capsys, "tests.kernel_zoo:wrong_lse_in_backward", *NARROW, "--no-backward")
+    assert code == 0 and "backward no" in out, out  # the forward is right
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["nosuchmodule:fn"], "No module named 'nosuchmodule'"),
+    (["impl.attention"], "neither module:function nor a backend"),
+    (["impl.attention:nosuch"], "has no attribute 'nosuch'"),
+    (["impl.attention:attention", "--head-dims", "8"], "expected LO-HI"),
+    (["impl.attention:attention", "--problem", "B=1", "--dtype", "float32"], "exactly one --mask"),
+    (["impl.attention:attention", "--mask", "none", "--dtype", "float32", "--problem", "Q=1"], "bad problem field"),
+    (["triton", "--gqa"], "registry backend"),
+])
+def test_usage_errors_exit_2_saying_why(capsys, argv, needle):
+    code, out = _run(capsys, *argv)
+    assert code == 2 and needle in out, out
+
+
+def test_a_problem_spec_prints_as_it_parses():
+    spec = ProblemSpec("additive", 2, 4, 2, 9, 20, 16, 24, 7, 4.0, 110.0)
+    assert ProblemSpec.parse(str(spec), "additive") == spec
+
+
+def test_the_pytest_option_runs_the_same_matrix_on_a_given_function(tmp_path):
+    env = {**os.environ, "CI": "true", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "pytest", "properties/test_backends.py", "-p", "no:xdist", "-q",
+           "--backend", "tests.kernel_zoo:gqa_modulo", "-k", "float32-none or fully_masked",
+           "--claims-results", str(tmp_path / "results.json")]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "tests.kernel_zoo:gqa_modulo-float32-none" in proc.stdout and "gqa-4/2:out" in proc.stdout

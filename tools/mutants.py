@@ -1,0 +1,272 @@
+"""Mutation testing of ``impl/``: is the property suite strong enough to notice a one-token bug?
+
+Each mutant is one source edit of one file of ``impl/`` (an exact, unique snippet replaced by
+another), applied to a temporary copy of the project; the copy's property suite runs in the CI
+profile (``CI=true pytest -x properties/``) with the copy first on ``PYTHONPATH``. The mutant is
+*killed* when the suite fails, *survived* when it passes. Mutants that cannot change any result
+are listed in ``EQUIVALENT`` with the reason, and not run. A snippet no longer found in the
+source (the code moved on) makes the mutant *stale*: fix its anchor, it is not counted.
+
+    .venv/bin/python tools/mutants.py                  # every mutant against properties/ (slow: ~1 min each)
+    .venv/bin/python tools/mutants.py --only triton-forward-gqa-modulo --tests properties/test_backends.py
+    .venv/bin/python tools/mutants.py --targeted       # each against the property files importing its module
+    .venv/bin/python tools/mutants.py --list
+
+Prints one line per mutant and the score, and writes ``results/mutants.json`` (the report shows it).
+Exit status: 0 when every mutant is killed (or equivalent), 1 when one survived, 2 on a stale anchor.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COPIED = ("impl", "properties", "claimcheck", "sources", "claims.yaml", "references.yaml", "pyproject.toml")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # relative to the project root
+    old: str  # must occur exactly once in the file
+    new: str
+    description: str
+    nth: int = 0  # 0: ``old`` must occur once; k: it occurs several times and the k-th (1-based) is edited
+
+
+@dataclass(frozen=True)
+class Equivalent:
+    mutant: Mutant
+    reason: str
+
+
+def _m(name, file, old, new, description, nth=0):
+    return Mutant(name, f"impl/{file}", old, new, description, nth)
+
+
+MUTANTS = [
+    # our Triton kernel (impl/triton_attention.py): the two survivors of issue 13 first
+    _m("triton-forward-gqa-modulo", "triton_attention.py",
+       "    off_hkv = off_h // GROUP  # grouped-query attention",
+       "    off_hkv = off_h % (H_Q // GROUP)  # grouped-query attention",
+       "forward reads key/value head h % H_kv instead of h // group"),
+    _m("triton-backward-dk-wrong-group", "triton_attention.py",
+       "dk = dk.view(b, h_kv, group, n_k, d).sum(2)", "dk = dk.view(b, group, h_kv, n_k, d).sum(1)",
+       "dK of a shared head summed over the wrong query heads"),
+    _m("triton-backward-dv-wrong-group", "triton_attention.py",
+       "dv = dv.view(b, h_kv, group, n_k, d).sum(2)", "dv = dv.view(b, group, h_kv, n_k, d).sum(1)",
+       "dV of a shared head summed over the wrong query heads"),
+    _m("triton-dkdv-kernel-gqa-modulo", "triton_attention.py", "    off_hkv = off_h // GROUP\n",
+       "    off_hkv = off_h % (H_Q // GROUP)\n", "the dK/dV kernel reads key/value head h % H_kv", nth=1),
+    _m("triton-dq-kernel-gqa-modulo", "triton_attention.py", "    off_hkv = off_h // GROUP\n",
+       "    off_hkv = off_h % (H_Q // GROUP)\n", "the dQ kernel reads key/value head h % H_kv", nth=2),
+    _m("triton-no-rescale", "triton_attention.py", "        acc = acc * alpha[:, None]\n", "        acc = acc\n",
+       "online softmax forgets to rescale the accumulator"),
+    _m("triton-l-not-rescaled", "triton_attention.py", "l_i = l_i * alpha + tl.sum(p, 1)", "l_i = l_i + tl.sum(p, 1)",
+       "online softmax forgets to rescale the row sum"),
+    _m("triton-causal-offset-sign", "triton_attention.py", "return n_k - n_q if causal == \"bottom-right\" else 0",
+       "return n_q - n_k if causal == \"bottom-right\" else 0", "bottom-right causal offset with the wrong sign"),
+    _m("triton-delta-mean", "triton_attention.py", "delta = (d_out.float() * out.float()).sum(-1).contiguous()",
+       "delta = (d_out.float() * out.float()).mean(-1).contiguous()", "D_i = rowsum(dO * O) taken as a mean"),
+    # the tiled algorithm in plain torch (impl/tiled_attention.py)
+    _m("tiled-no-rescale", "tiled_attention.py", "alpha = torch.exp(m_i - shift)  # rescales",
+       "alpha = torch.ones_like(m_i)  # rescales", "online softmax without rescaling"),
+    _m("tiled-lse-without-max", "tiled_attention.py", "lse[..., rows.start:rows.stop] = m_i + torch.log(l_i)",
+       "lse[..., rows.start:rows.stop] = torch.log(l_i)", "log-sum-exp missing the row max (breaks the backward)"),
+    _m("tiled-dk-unscaled", "tiled_attention.py", "dk_j += scale * (ds.transpose(-2, -1) @ q_i)",
+       "dk_j += ds.transpose(-2, -1) @ q_i", "dK missing the softmax scale"),
+    _m("tiled-delta-mean", "tiled_attention.py", "delta = (d_out.to(acc_t) * out.to(acc_t)).sum(dim=-1)",
+       "delta = (d_out.to(acc_t) * out.to(acc_t)).mean(dim=-1)", "D_i taken as a mean"),
+    _m("tiled-fully-masked-nan", "tiled_attention.py", "empty = l_i == 0  # fully masked rows",
+       "empty = l_i < 0  # fully masked rows", "fully masked rows divide 0 by 0 (NaN, declared 0)"),
+    # the reference itself (impl/attention.py): caught only by oracles that do not share its code
+    _m("reference-gqa-modulo", "attention.py", "return x if group == 1 else x.repeat_interleave(group, dim=-3)",
+       "return x if group == 1 else torch.cat([x] * group, dim=-3)", "repeat_kv maps head h to h % H_kv"),
+    _m("reference-scale-1-over-d", "attention.py", "return 1.0 / math.sqrt(d_k)", "return 1.0 / d_k",
+       "default scale 1/d instead of 1/sqrt(d)"),
+    _m("reference-alignment-sign", "attention.py", 'offset = 0 if alignment == "top-left" else n_k - n_q',
+       'offset = 0 if alignment == "top-left" else n_q - n_k', "bottom-right alignment with the wrong sign"),
+    _m("reference-causal-strict", "attention.py", "return cols[None, :] <= rows[:, None] + offset",
+       "return cols[None, :] < rows[:, None] + offset", "causal mask hides the diagonal"),
+    _m("reference-padding-ignored", "attention.py", "bias = bias.masked_fill(~keep[..., None, None, :], -math.inf)",
+       "bias = bias.masked_fill(keep[..., None, None, :] & False, -math.inf)", "key padding ignored"),
+    # softmax (impl/softmax.py)
+    _m("softmax-no-max", "softmax.py", "return torch.exp(x - x.amax(dim=dim, keepdim=True))", "return torch.exp(x)",
+       "the stable softmax without subtracting the max"),
+    _m("softmax-wrong-axis", "softmax.py", "    e = shifted_exponents(x, dim)\n    return e / e.sum(dim=dim, keepdim=True)",
+       "    e = shifted_exponents(x, dim)\n    return e / e.sum(dim=0, keepdim=True)", "the stable softmax normalised over axis 0"),
+    # the adapters (impl/backends.py)
+    _m("sdpa-causal-dropped", "backends.py", '    if features == {"causal-top-left"}:\n        return None, True',
+       '    if features == {"causal-top-left"}:\n        return None, False', "SDPA's top-left causal mask dropped"),
+    _m("flex-offset-sign", "backends.py", 'offset = torch.tensor(n_k - n_q if mask.causal == "bottom-right" else 0',
+       'offset = torch.tensor(n_q - n_k if mask.causal == "bottom-right" else 0', "FlexAttention's bottom-right offset sign"),
+    _m("softmax-logsumexp-unshifted", "softmax.py",
+       "return (m + torch.log(torch.exp(x - m).sum(dim=dim, keepdim=True))).squeeze(dim)",
+       "return torch.log(torch.exp(x).sum(dim=dim, keepdim=True)).squeeze(dim)", "logsumexp without the max shift"),
+    # formulas
+    _m("block-size-one-too-many", "io_model.py", "        b += 1\n    return b\n", "        b += 1\n    return b + 1\n",
+       "the tile size one row past what fits on chip"),
+    _m("working-set-no-score-tile", "io_model.py", "block_n * d_v + block_m * block_n + block_m * d_v",
+       "block_n * d_v + block_m * d_v", "the on-chip working set without the score tile S_ij"),
+    _m("linear-attention-flops-d-for-dv", "linear_attention.py",
+       "return matmul_flops(d, n, d_v) + matmul_flops(n, d, d_v)", "return matmul_flops(d, n, d) + matmul_flops(n, d, d_v)",
+       "linear attention's first product counted with d for d_v"),
+    _m("yarn-factor-log2", "rope_scaling.py", "return 0.1 * math.log(scale) + 1.0", "return 0.1 * math.log2(scale) + 1.0",
+       "YaRN's attention factor with log2 for ln"),
+    _m("rope-frequency-exponent", "rope.py", "(base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))",
+       "(base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / (head_dim - 2)))", "theta_i = base^(-2i/(d-2))"),
+    _m("rope-rotation-sign", "rope.py", "out[..., 0::2] = even * cos - odd * sin", "out[..., 0::2] = even * cos + odd * sin",
+       "rotation by the wrong sign in the interleaved layout"),
+    _m("kv-cache-factor", "param_counts.py", "return 2 * n_layers * n_kv_heads * d_head * seq_len * batch",
+       "return n_layers * n_kv_heads * d_head * seq_len * batch", "the KV cache forgets V"),
+    _m("layer-norm-params", "param_counts.py", "    return 2 * d_model\n", "    return d_model\n",
+       "LayerNorm counted without its bias"),
+    _m("working-set-lse", "io_model.py", "block_n * d_v + block_m * block_n + block_m * d_v + 2 * block_m",
+       "block_n * d_v + block_m * block_n + block_m * d_v + block_m", "the on-chip working set forgets l or m"),
+]
+
+EQUIVALENT = [
+    Equivalent(_m("sdpa-enable-gqa-always", "backends.py", "scale=scale,\n" + " " * 50 + "enable_gqa=group > 1)",
+                  "scale=scale,\n" + " " * 50 + "enable_gqa=group > 0)",
+                  "SDPA told GQA also when H_kv = H_q"),
+               "with H_kv = H_q, enable_gqa=True repeats each key/value head once: the same computation"),
+    Equivalent(_m("tiled-block-7", "backends.py", "return flash_attention(q, k, v, scale, mask, block_m=16, block_n=16)",
+                  "return flash_attention(q, k, v, scale, mask, block_m=16, block_n=7)", "the tiled backend's key tile 7"),
+               "the tiled algorithm is exact for every block size (properties/test_flash_attention.py draws them): "
+               "only rounding changes"),
+]
+
+
+_IMPORT = re.compile(r"^\s*(?:from\s+impl\.(\w+)\s+import|import\s+impl\.(\w+)|from\s+impl\s+import\s+([\w, ]+))"
+                     r"|importorskip\(\s*[\"']impl\.(\w+)", re.M)
+
+
+def _imports(path: Path) -> set[str]:
+    """The ``impl`` modules a file imports (``from impl.x import``, ``import impl.x``, ``from impl import x``,
+    ``pytest.importorskip("impl.x")``)."""
+    found = set()
+    for a, b, names, skip in _IMPORT.findall(path.read_text(encoding="utf-8")):
+        found |= {a or b or skip} if (a or b or skip) else {n.split(" as ")[0].strip() for n in names.split(",") if n.strip()}
+    return found
+
+
+def targeted_tests(mutant: Mutant, root: Path = ROOT) -> list[str]:
+    """The property files that import the mutated module, directly or through other ``impl`` modules."""
+    users = {Path(mutant.file).stem}
+    modules = {p.stem: _imports(p) for p in (root / "impl").glob("*.py")}
+    while True:
+        more = {m for m, deps in modules.items() if deps & users} - users
+        if not more:
+            break
+        users |= more
+    files = sorted(p for p in (root / "properties").glob("test_*.py") if _imports(p) & users)
+    return [str(p.relative_to(root)) for p in files] or ["properties/"]
+
+
+def apply(mutant: Mutant, root: Path) -> None:
+    path = root / mutant.file
+    text = path.read_text(encoding="utf-8")
+    found = text.count(mutant.old)
+    if (found != 1) if not mutant.nth else (found < mutant.nth or found == 1):
+        expected = "once" if not mutant.nth else f"at least {max(2, mutant.nth)} times"
+        raise LookupError(f"{mutant.name}: the snippet occurs {found} times in {mutant.file} (expected {expected})")
+    at = -1
+    for _ in range(max(1, mutant.nth)):
+        at = text.index(mutant.old, at + 1)
+    path.write_text(text[:at] + mutant.new + text[at + len(mutant.old):], encoding="utf-8")
+
+
+def run(mutant: Mutant, tests: list[str], workers: str, timeout: float) -> tuple[str, float, str]:
+    """``(killed | survived | stale | timeout, seconds, last line of pytest's output)``."""
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
+        copy = Path(tmp)
+        for name in COPIED:
+            src = ROOT / name
+            (shutil.copytree(src, copy / name, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir()
+             else shutil.copy2(src, copy / name))
+        try:
+            apply(mutant, copy)
+        except LookupError as exc:
+            return "stale", 0.0, str(exc)
+        env = {**os.environ, "CI": "true", "PYTHONPATH": str(copy), "CLAIMS_PROFILE": "ci"}
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests,
+               "--claims-results", str(copy / "results.json")]
+        if workers != "0":
+            cmd += ["-n", workers]
+        started = time.time()
+        try:
+            proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return "timeout", time.time() - started, f"over {timeout:.0f} s"
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        tail = lines[-1] if lines else proc.stderr.strip()[-200:]
+        return ("killed" if proc.returncode != 0 else "survived"), time.time() - started, tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", help="run only this mutant (repeat)")
+    parser.add_argument("--tests", action="append", help="test paths to run (default: properties/)")
+    parser.add_argument("--targeted", action="store_true", help="run each mutant against the property files "
+                        "that import its module, directly or through impl/ (faster; may miss a kill, never invent one)")
+    parser.add_argument("--workers", default="2", help="pytest-xdist workers per mutant, 0 for none (default: 2)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per mutant (default: 600)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--out", default=str(ROOT / "results" / "mutants.json"), help="where to write the JSON")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
+    unknown = set(args.only or []) - {m.name for m in MUTANTS}
+    if unknown:
+        parser.error(f"unknown mutants {sorted(unknown)}")
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:<34} {m.file:<26} {m.description}")
+        for e in EQUIVALENT:
+            print(f"{e.mutant.name:<34} {e.mutant.file:<26} equivalent: {e.reason}")
+        return 0
+    if args.targeted and args.tests:
+        parser.error("--targeted chooses the tests itself: give --targeted or --tests, not both")
+    tests = args.tests or ["properties/"]
+    scope = "targeted (the property files importing each mutated module)" if args.targeted else " ".join(tests)
+    rows = []
+    for m in chosen:
+        run_tests = targeted_tests(m) if args.targeted else tests
+        outcome, seconds, tail = run(m, run_tests, args.workers, args.timeout)
+        print(f"{outcome:<9} {m.name:<34} {seconds:6.1f} s  {m.description}  [{tail}]", flush=True)
+        rows.append({"name": m.name, "file": m.file, "description": m.description, "outcome": outcome,
+                     "seconds": round(seconds, 1), "detail": tail, "tests": run_tests})
+    out = Path(args.out)
+    if args.only and out.exists():  # a partial run updates its mutants in the saved set
+        ran, saved = {r["name"] for r in rows}, json.loads(out.read_text(encoding="utf-8"))
+        kept = [r for r in saved.get("mutants", []) if r.get("name") not in ran and r.get("outcome") != "equivalent"]
+        rows = kept + rows
+        if kept and saved.get("scope") != scope:
+            scope = f"mixed: {saved.get('scope')}; {scope} (each mutant lists its tests)"
+    known = {m.name for m in MUTANTS}
+    rows = [r for r in rows if r["name"] in known]  # drop mutants no longer in the set
+    rows += [{"name": e.mutant.name, "file": e.mutant.file, "description": e.mutant.description,
+              "outcome": "equivalent", "detail": e.reason} for e in EQUIVALENT]
+    counted = [r for r in rows if r["outcome"] in ("killed", "survived", "timeout")]
+    killed = sum(r["outcome"] == "killed" for r in counted)
+    print(f"mutants: {killed} of {len(counted)} killed"
+          + (f" ({100 * killed / len(counted):.0f}%)" if counted else "")
+          + f", {sum(r['outcome'] == 'equivalent' for r in rows)} equivalent, "
+          f"{sum(r['outcome'] == 'stale' for r in rows)} stale; tests: {scope}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"scope": scope, "mutants": rows}, indent=1) + "\n", encoding="utf-8")
+    if any(r["outcome"] == "stale" for r in rows):
+        return 2
+    return 0 if killed == len(counted) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
