@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TORCH ?= torch==2.13.0
 PROFILE ?=
 
-.PHONY: report test check browser clean
+.PHONY: report test check browser clean mutants
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,7 @@ report: $(STAMP)  ## the claim-status report, on CPU: writes report/
 test: $(STAMP) browser  ## registry check, the property suite, then the suite's own tests
 	$(BIN)/claims check
 	$(BIN)/python -m pytest -n auto properties/
+	$(BIN)/python -m pytest -n auto --dist loadgroup experiments/
 	$(BIN)/python -m pytest -n auto tests/
 
 # The report page is tested in a real headless Chromium: install Debian's package (and a CJK font
@@ -34,6 +35,11 @@ browser:
 
 check: $(STAMP)
 	$(BIN)/claims check
+
+# Single-point mutants of impl/, each run against properties/ in the CI profile (slow: about a minute
+# each; not part of `make test`); prints killed/survived and the score, writes results/mutants.json.
+mutants: $(STAMP)
+	$(BIN)/python tools/mutants.py $(MUTANTS_ARGS)
 
 clean:
 	rm -rf $(VENV) results report .hypothesis

@@ -143,7 +143,7 @@ def _run_evidence(args: argparse.Namespace, root: Path, results_path: Path) -> t
         cmd += ["-p", "claimcheck.plugin"]  # running from a checkout that is not pip-installed
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     if args.workers != "0":
-        cmd += ["-n", args.workers]
+        cmd += ["-n", args.workers, "--dist", "loadgroup"]  # one worker per experiments/ file (its xdist group)
     profile = args.profile or env.get("CLAIMS_PROFILE") or ("ci" if env.get("CI") else "dev")
     say(f"running the evidence (profile {profile}): {' '.join(cmd)}")
     before = results_path.stat().st_mtime_ns if results_path.exists() else None
@@ -246,11 +246,19 @@ def cmd_show(args: argparse.Namespace, root: Path) -> int:
     if args.json:
         print(json.dumps(c, indent=1, ensure_ascii=False))
     else:
-        print(render_claim_text(c, by_id, {r["key"]: r for r in data.get("references", [])}))
+        print(render_claim_text(c, by_id, {r["key"]: r for r in data.get("references", [])}, full=args.full))
     return EXIT_OK
 
 
-def render_claim_text(c: dict, by_id: dict[str, dict], refs: dict[str, dict] | None = None) -> str:
+SHOW_LINES = 80  # the most lines `claims show` prints for a claim by default (--full: everything)
+SHOW_CASES = 4  # parametrized cases of one test listed one by one; beyond, the passing ones share a line
+
+
+def render_claim_text(c: dict, by_id: dict[str, dict], refs: dict[str, dict] | None = None,
+                      full: bool = False) -> str:
+    """Everything about one claim as text. By default at most ``SHOW_LINES`` lines: the passing cases of
+    a parametrized test summarised in one line, a family of many figures in its quantiles and worst
+    case, output and counterexamples cut to their last lines; ``full`` prints every line of all of it."""
     wrap = lambda text, indent="  ": textwrap.fill(" ".join(str(text).split()), 100, initial_indent=indent,
                                                     subsequent_indent=indent)
     out = [c["id"], "=" * len(c["id"]),
@@ -279,17 +287,13 @@ def render_claim_text(c: dict, by_id: dict[str, dict], refs: dict[str, dict] | N
     for w in c.get("witness", []):
         out.append(f"witness:   {w['role']} {w['source']}:{w['line']} 「{w['quote']}」")
     if c["counterexample"]:
-        out += ["counterexample:", textwrap.indent(report_mod.show_counterexample(c["counterexample"]), "  ")]
+        shown = report_mod.show_counterexample(c["counterexample"]).splitlines()
+        if not full and len(shown) > 16:
+            shown = shown[:15] + [f"... {len(shown) - 15} more lines (--full)"]
+        out += ["counterexample:", textwrap.indent("\n".join(shown), "  ")]
     if c["outcomes"] or c["not_run"]:
         out.append("evidence:")
-    for o in c["outcomes"]:
-        examples = f", {o['examples']} examples" if o.get("examples") is not None else ""
-        seconds = f", {o['seconds']} s" if o.get("seconds") is not None else ""
-        out.append(f"  {o['outcome']:<8} {o['kind'] or '':<10} {o['nodeid']}{examples}{seconds}")
-        if o.get("message") and o["outcome"] != "passed":
-            out.append(textwrap.indent(o["message"].strip()[-1500:], "      | "))
-        for f in o.get("figures") or []:
-            out.append(f"      figure {f['name']} = {report_mod._short_json(f['value'], 160)}")
+    out += _outcome_lines(c["outcomes"], full)
     for ev in c["not_run"]:
         out.append(f"  {'not run':<8} {'':<10} {ev}")
     for b in c["benchmarks"]:
@@ -297,7 +301,7 @@ def render_claim_text(c: dict, by_id: dict[str, dict], refs: dict[str, dict] | N
             out.append(f"benchmark {b['name']}: no asv results (fill with: {b.get('fill', '')})")
         for run in b["runs"]:
             out.append(f"benchmark {b['name']} on {run['machine']} ({run['env']}) at {run['commit'][:10]}:")
-            for row in run["rows"][:40]:
+            for row in run["rows"][:None if full else 8]:
                 params = ", ".join(f"{n}={v}" for n, v in zip(run["param_names"], row["params"])) or "-"
                 out.append(f"  {params}: {format_row(row, run['unit'])}")
     for label, ids in (("uses", c["uses"]), ("used by", c["used_by"]), ("contradicts", c["contradicts"]),
@@ -309,7 +313,57 @@ def render_claim_text(c: dict, by_id: dict[str, dict], refs: dict[str, dict] | N
         out.append(f"code: {c['document']} lines {c['snippet']['start']}-{c['snippet']['end']}")
     if c["notes"]:
         out += ["notes:", wrap(c["notes"])]
+    if not full and len(out) > SHOW_LINES:
+        out = out[:SHOW_LINES - 1] + [f"... {len(out) - SHOW_LINES + 1} more lines: claims show --full {c['id']}"]
     return "\n".join(out)
+
+
+def _outcome_lines(outcomes: list[dict], full: bool) -> list[str]:
+    """The evidence lines of ``claims show``: each outcome, its output and its figures (see render_claim_text)."""
+    cases: dict[str, list[dict]] = {}
+    for o in outcomes:
+        cases.setdefault(o["nodeid"].split("[", 1)[0], []).append(o)
+    out = []
+    for question, group in cases.items():
+        buckets: dict[tuple[str, str], list[dict]] = {}  # passing cases together; skipped ones by reason
+        if not full and len(group) > SHOW_CASES:
+            for o in group:
+                if o["outcome"] in ("passed", "skipped"):
+                    reason = (o.get("message") or "").strip() if o["outcome"] == "skipped" else ""
+                    buckets.setdefault((o["outcome"], reason), []).append(o)
+        buckets = {k: v for k, v in buckets.items() if len(v) > 1}
+        shared = {id(o) for v in buckets.values() for o in v}
+        for (outcome, reason), bucket in buckets.items():
+            examples = sum(o.get("examples") or 0 for o in bucket)
+            seconds = sum(o.get("seconds") or 0 for o in bucket)
+            out.append(f"  {outcome:<8} {bucket[0]['kind'] or '':<10} {question} x {len(bucket)} cases, "
+                       f"{examples} examples, {seconds:.3g} s" + (f": {_one_line(reason, 80)}" if reason else ""))
+        for o in group:
+            if id(o) in shared:
+                continue
+            examples = f", {o['examples']} examples" if o.get("examples") is not None else ""
+            seconds = f", {o['seconds']} s" if o.get("seconds") is not None else ""
+            out.append(f"  {o['outcome']:<8} {o['kind'] or '':<10} {o['nodeid']}{examples}{seconds}")
+            if o.get("message") and o["outcome"] != "passed":
+                lines = o["message"].strip()[-1500:].splitlines()
+                out.append(textwrap.indent("\n".join(lines if full else lines[-6:]), "      | "))
+        figures = [f for o in group for f in o.get("figures") or []]
+        families: dict[str, list[dict]] = {}
+        for f in figures:
+            families.setdefault(str(f["name"]).split("[", 1)[0], []).append(f)
+        for family, figs in families.items():
+            if full or len(figs) <= SHOW_CASES:
+                out += [f"      figure {f['name']} = {report_mod._short_json(f['value'], 160)}" for f in figs]
+                continue
+            values = sorted(float(x) for f in figs for x in (f["value"] if isinstance(f["value"], list) else [f["value"]])
+                            if isinstance(x, (int, float)) and not isinstance(x, bool))
+            worst = max(figs, key=lambda f: max((x for x in (f["value"] if isinstance(f["value"], list) else [f["value"]])
+                                                 if isinstance(x, (int, float)) and not isinstance(x, bool)),
+                                                default=float("-inf")))
+            summary = (f"{len(values)} values, min {values[0]:.4g}, median {values[len(values) // 2]:.4g}, "
+                       f"max {values[-1]:.4g}; worst {worst['name']}" if values else "not numeric")
+            out.append(f"      figure {family}[...] x {len(figs)}: {summary} (--full lists them)")
+    return out
 
 
 def _one_line(text: str, n: int) -> str:
@@ -477,6 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", help="claim id, e.g. softmax.row-stochastic")
     p.add_argument("--results", help="results file (default: <root>/results/claims-results.json)")
     p.add_argument("--json", action="store_true", help="print the claim's report entry as JSON")
+    p.add_argument("--full", action="store_true", help=f"print every line (default: at most {SHOW_LINES}, long "
+                   "series summarised)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("kernel", help="check an attention function against the float64 reference",

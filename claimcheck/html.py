@@ -2,19 +2,26 @@
 
 No network fetches (a Content-Security-Policy forbids them): the style sheet and script
 (``claimcheck/assets/``) and the plots (inline SVG) are in the page, so it works from file://.
-The page has a summary, a filterable and sortable table of claims, a coverage table by document
-section, and one detail panel per claim that opens over the page when its row is clicked
-(``#claim-<id>``: the panel is the URL fragment's target, so links and the back button work,
-and the panels open even with scripts disabled).
+The page has the findings, a summary, a filterable and sortable table of claims, the claim graph,
+a coverage table by document section, and one detail panel per claim that opens over the page
+when its row is clicked (``#claim-<id>``: the panel is the URL fragment's target, so links and
+the back button work, and the panels open even with scripts disabled). A panel's measurements
+(references, counterexample, evidence, figures, plots: most of the page's weight) travel in one
+gzipped blob (``_pack``) that the script unpacks when the first panel opens; plots are drawn once
+per question (a test with all its parametrized cases) and long figure series are summarised.
 """
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
 import json
+import re
 from html import escape
 from pathlib import Path
 from typing import Any, Callable
 
-from claimcheck import plots
+from claimcheck import mathml, plots
 from claimcheck.asv_results import BenchmarkRun, format_row
 
 ASSETS = Path(__file__).with_name("assets")
@@ -43,6 +50,7 @@ def render(report: dict[str, Any], progress: Callable[[str], None] | None = None
         panels.append(_panel(c, report))
         if progress and (i % 50 == 0 or i == len(claims)):
             progress(f"rendered {i}/{len(claims)} claims")
+    panels, packed = _pack(panels)
     css = (ASSETS / "report.css").read_text(encoding="utf-8")
     js = (ASSETS / "report.js").read_text(encoding="utf-8")
     return "".join([
@@ -51,9 +59,11 @@ def render(report: dict[str, Any], progress: Callable[[str], None] | None = None
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
         '<link rel="icon" href="data:,">\n<title>Claim-status report</title>\n',
         f"<style>\n{css}</style>\n</head>\n<body>\n",
-        _header(report), _findings(report), _summary(report), _table(report), _backends(report), _coverage(report),
+        _header(report), _findings(report), _summary(report), _table(report), _graph(report), _backends(report),
+        _coverage(report),
         '<div id="panels">\n', *panels, "</div>\n",
         f'<script type="application/json" id="claim-index">{_json_for_script(_index(report))}</script>\n',
+        f'<script type="application/octet-stream" id="packed">{packed}</script>\n',
         f"<script>\n{js}</script>\n</body>\n</html>\n",
     ])
 
@@ -74,7 +84,7 @@ def _header(report: dict) -> str:
              if asv["runs"] else "; no asv benchmark results")
     out = [f'<header>\n<h1>Claim-status report</h1>\n<p class="run">{how}{bench}. Generated {_e(report["generated"])}.</p>\n',
            _run_record(run),
-           '<nav><a href="#findings">Findings</a> <a href="#summary">Summary</a> <a href="#claims">Claims</a> <a href="#backends">Backends</a> <a href="#coverage">Coverage</a></nav>\n']
+           '<nav><a href="#findings">Findings</a> <a href="#summary">Summary</a> <a href="#claims">Claims</a> <a href="#graph">Graph</a> <a href="#backends">Backends</a> <a href="#coverage">Coverage</a></nav>\n']
     partial = report["partial"]
     if partial["not_run"] or not partial["results"]:
         items = "".join(f"<li><code>{_e(ev)}</code></li>" for ev in partial["not_run"][:300])
@@ -266,12 +276,11 @@ def _table(report: dict) -> str:
 
 
 def _row(c: dict) -> str:
-    search = " ".join([c["id"], c["statement"], c["quote"], c["section"], c["topic"], c["kind"],
-                       c["document"], c["correction"] or ""]).lower()
+    # the search text (id, statement, quote, section, ..., correction) is the script's, read from the row and panel
     flag = ' <span class="flag" title="rests on a refuted claim">&#9888;</span>' if c["rests_on_refuted"] else ""
     attrs = " ".join(f'data-{k}="{_e(c[k] or "")}"' for k in ("id", "document", "topic", "kind", "verdict", "grade",
                                                                  "status"))
-    return (f'<tr id="row-{_e(c["id"])}" {attrs} data-line="{c["line"]}" data-search="{_e(search)}">'
+    return (f'<tr id="row-{_e(c["id"])}" {attrs} data-line="{c["line"]}">'
             f'<td><a href="#claim-{_e(c["id"])}">{_e(c["id"])}</a>{flag}</td>'
             f'<td data-v="{_e(c["document"])}:{c["line"]:06d}">{_e(c["document"])}:{c["line"]}</td>'
             f'<td>{_e(c["section"])}</td><td>{_e(c["topic"])}</td><td>{_e(c["kind"])}</td>'
@@ -307,6 +316,117 @@ def _index(report: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
+# the claim graph
+
+GRAPH_COLOURS = {"verified": "#1a7f37", "refuted": "#b35900", "unverifiable": "#6e40c9", "open": "#57606a",
+                 "mismatch": "#cf222e", "error": "#cf222e", "skipped": "#9a6700", "untested": "#8c959f"}
+NODE_W, NODE_H, GAP_X, GAP_Y, GRAPH_WIDTH = 118, 16, 10, 30, 1360
+
+
+def _graph(report: dict) -> str:
+    """``uses`` and ``contradicts`` between claims as one inline SVG, nodes coloured by observed status,
+    claims resting on a refuted claim outlined; each node links to its claim's panel. Layout: each
+    connected component in layers (a claim one row below the deepest claim it uses, ordered by the
+    mean position of what it uses), components packed left to right, largest first."""
+    claims = {c["id"]: c for c in report["claims"]}
+    edges = [(a, b, "uses") for a, c in claims.items() for b in c["uses"] if b in claims]
+    edges += [(a, b, "contradicts") for a, c in claims.items() for b in c["contradicts"] if b in claims and a < b]
+    if not edges:
+        return ""
+    pos = _graph_layout(claims, edges)
+    height = max(y for _, y in pos.values()) + NODE_H + 8
+    lines = []
+    for a, b, kind in edges:
+        (xa, ya), (xb, yb) = pos[a], pos[b]
+        x1, y1, x2, y2 = xa + NODE_W / 2, ya, xb + NODE_W / 2, yb + NODE_H  # user's top to used claim's bottom
+        if kind == "contradicts" or ya == yb:
+            x1, y1, x2, y2 = xa + NODE_W / 2, ya + NODE_H / 2, xb + NODE_W / 2, yb + NODE_H / 2
+        mid = (y1 + y2) / 2
+        lines.append(f'<path class="{kind}" data-from="{_e(a)}" data-to="{_e(b)}" '
+                     f'd="M{x1:.0f},{y1:.0f} C{x1:.0f},{mid:.0f} {x2:.0f},{mid:.0f} {x2:.0f},{y2:.0f}"/>')
+    nodes = []
+    for cid, (x, y) in pos.items():
+        c = claims[cid]
+        on_refuted = " on-refuted" if c["rests_on_refuted"] else ""
+        label = _short(cid.split(".", 1)[-1], 21)
+        tip = f'{cid}: {c["status"]}' + (f'; rests on refuted {", ".join(c["rests_on_refuted"])}' if on_refuted else "")
+        nodes.append(f'<a class="node{on_refuted}" href="#claim-{_e(cid)}" data-id="{_e(cid)}" data-status="{_e(c["status"])}">'
+                     f'<title>{_e(tip)}</title><rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="3" '
+                     f'fill="{GRAPH_COLOURS.get(c["status"], "#8c959f")}" fill-opacity="0.28"/>'
+                     f'<text x="{x + 4}" y="{y + 11.5}">{_e(label)}</text></a>')
+    legend = " ".join(f'<span class="key" style="border-left:10px solid {col}">&nbsp;{_e(s)}</span>'
+                      for s, col in GRAPH_COLOURS.items() if any(c["status"] == s for c in claims.values() if c["id"] in pos))
+    resting = sum(1 for cid in pos if claims[cid]["rests_on_refuted"])
+    return ('<section id="graph">\n<h2>Claim graph</h2>\n'
+            f'<p>{len(pos)} claims linked by {sum(k == "uses" for *_, k in edges)} <code>uses</code> (grey: a claim '
+            f'below the claims it uses) and {sum(k == "contradicts" for *_, k in edges)} <code>contradicts</code> '
+            f'(red, dashed); fill by observed status; <b>{resting}</b> rest on a refuted claim (dashed outline). '
+            'Click a claim to open it. '
+            '<label><input type="checkbox" id="graph-refuted"> only what rests on a refuted claim</label></p>\n'
+            f'<p class="graph-key">{legend}</p>\n'
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {GRAPH_WIDTH} {height:.0f}" width="{GRAPH_WIDTH}" '
+            f'height="{height:.0f}" role="img" aria-label="claim graph">'
+            f'<g class="edges">{"".join(lines)}</g><g class="nodes">{"".join(nodes)}</g></svg>\n</section>\n')
+
+
+def _graph_layout(claims: dict[str, dict], edges: list[tuple[str, str, str]]) -> dict[str, tuple[int, int]]:
+    """Top-left corner of each linked claim's box (see ``_graph``)."""
+    index = {cid: i for i, cid in enumerate(claims)}
+    linked = sorted({n for a, b, _ in edges for n in (a, b)}, key=index.__getitem__)
+    neighbours: dict[str, set[str]] = {n: set() for n in linked}
+    for a, b, _ in edges:
+        neighbours[a].add(b)
+        neighbours[b].add(a)
+    uses = {n: [u for u in claims[n]["uses"] if u in neighbours] for n in linked}
+    depth: dict[str, int] = {}
+
+    def layer(n: str, seen: frozenset = frozenset()) -> int:
+        if n not in depth:
+            below = [layer(u, seen | {n}) for u in uses[n] if u not in seen]
+            depth[n] = 1 + max(below) if below else 0
+        return depth[n]
+
+    components, done = [], set()
+    for n in linked:
+        if n in done:
+            continue
+        comp, stack = [], [n]
+        done.add(n)
+        while stack:
+            m = stack.pop()
+            comp.append(m)
+            for k in sorted(neighbours[m] - done):
+                done.add(k)
+                stack.append(k)
+        components.append(comp)
+    components.sort(key=len, reverse=True)
+    pos: dict[str, tuple[int, int]] = {}
+    x0 = y0 = row_height = 0
+    for comp in components:
+        rows: dict[int, list[str]] = {}
+        for n in comp:
+            rows.setdefault(layer(n), []).append(n)
+        order: dict[str, float] = {}
+        for d in sorted(rows):  # one barycentre pass: a claim under the mean of what it uses
+            rows[d].sort(key=lambda n: (sum(order.get(u, 0) for u in uses[n]) / len(uses[n]) if uses[n] else 0,
+                                        index[n]))
+            order.update({n: i for i, n in enumerate(rows[d])})
+        cols = min(max(len(r) for r in rows.values()), GRAPH_WIDTH // (NODE_W + GAP_X))
+        width = cols * (NODE_W + GAP_X)
+        if x0 and x0 + width > GRAPH_WIDTH:
+            x0, y0, row_height = 0, y0 + row_height + GAP_Y, 0
+        y = y0
+        for d in sorted(rows):
+            for start in range(0, len(rows[d]), cols):  # a layer wider than the page wraps
+                for i, n in enumerate(rows[d][start:start + cols]):
+                    pos[n] = (x0 + i * (NODE_W + GAP_X), y + 4)
+                y += NODE_H + GAP_Y
+        row_height = max(row_height, y - y0)
+        x0 += width + GAP_X
+    return pos
+
+
+# ---------------------------------------------------------------------------------------------
 # one claim
 
 
@@ -323,24 +443,30 @@ def _panel(c: dict, report: dict) -> str:
     if c["rests_on_refuted"]:
         parts.append('<p class="banner bad rests">Rests on refuted claim(s): '
                      + ", ".join(_claim_link(u, statuses) for u in c["rests_on_refuted"]) + "</p>\n")
-    parts.append('<div class="sidebyside"><div><h3>Document says</h3>'
-                 f'<blockquote lang="zh">{_e(c["quote"])}</blockquote></div>'
-                 f'<div><h3>Claim, in English</h3><p>{_e(c["statement"])}</p></div></div>\n')
+    quote = mathml.math_html(c["quote"], whole=True)
+    toggle = ('<label class="tex-toggle"><input type="checkbox" class="show-tex"> LaTeX source</label>'
+              if 'class="math"' in quote else "")
+    parts.append(f'<div class="sidebyside"><div><h3>Document says{toggle}</h3>'
+                 f'<blockquote lang="zh">{quote}</blockquote></div>'
+                 f'<div><h3>Claim, in English</h3><p>{mathml.math_html(c["statement"])}</p></div></div>\n')
     if c["correction"]:
-        parts.append(f'<div class="correction"><h3>Correction</h3><p>{_e(c["correction"])}</p></div>\n')
+        parts.append(f'<div class="correction"><h3>Correction</h3><p>{mathml.math_html(c["correction"])}</p></div>\n')
+        change = mathml.formula_change(c["statement"], c["correction"]) if c["verdict"] in ("fails", "partly") else None
+        if change:
+            parts.append('<div class="formula-change"><div><h4>The formula as claimed</h4>'
+                         f'<p>{change[0]}</p></div><div><h4>As corrected</h4><p>{change[1]}</p></div></div>\n')
     if c["reason"]:
         title = "Why it cannot be checked offline" if c["verdict"] == "unverifiable" else "Reason"
         parts.append(f"<h3>{title}</h3><p>{_e(c['reason'])}</p>\n")
     if c["cites"] or c["witness"]:
-        parts.append(_records(c, report))
+        parts.append(_packed(_records(c, report), "the references of record and the documents' own lines"))
     if c["counterexample"]:
-        parts.append(_counterexample(c["counterexample"]))
-    parts.append(_evidence(c))
-    plots_html = _plots(c)
-    if plots_html:
-        parts.append(plots_html)
-    if c["benchmarks"]:
-        parts.append(_benchmarks(c))
+        parts.append(_packed(_counterexample(c["counterexample"]), "the counterexample"))
+    if c.get("experiment"):
+        parts.append(_experiment(c["experiment"]))
+    parts.append(_control(c))
+    parts.append(_packed(_evidence(c) + _plots(c) + (_benchmarks(c) if c["benchmarks"] else ""),
+                         f"the evidence ({len(c['outcomes'])} outcome(s)), its figures and plots"))
     links = []
     for label, ids in (("uses", c["uses"]), ("used by", c["used_by"]), ("contradicts", c["contradicts"]),
                        ("same as", [c["same_as"]] if c["same_as"] else [])):
@@ -403,6 +529,17 @@ def _records(c: dict, report: dict) -> str:
             + (f"<h3>The documents' own lines</h3><ul>{lines}</ul>" if lines else "") + "</div>\n")
 
 
+def _control(c: dict) -> str:
+    """Whether the claim's evidence has been shown able to fail (a negative control it rejected)."""
+    ctl = c.get("controls") or {}
+    if ctl.get("rejected"):
+        return (f'<p class="control ok">Evidence shown able to fail: {ctl["rejected"]} negative control(s) '
+                "(a deliberately wrong variant) rejected.</p>\n")
+    if c["verdict"] == "holds" and c["decided"]:
+        return '<p class="control none">No negative control ran for this claim\'s evidence.</p>\n'
+    return ""
+
+
 def _claim_link(cid: str, statuses: dict[str, tuple[str, str]]) -> str:
     if cid not in statuses:
         return f"<code>{_e(cid)}</code> (not in the registry)"
@@ -410,9 +547,65 @@ def _claim_link(cid: str, statuses: dict[str, tuple[str, str]]) -> str:
     return f'<a href="#claim-{_e(cid)}">{_e(cid)}</a> {_badge("s", status)}'
 
 
+def _packed(content: str, what: str) -> str:
+    """A placeholder for ``content``, which ``render`` moves into the page's one packed blob; the
+    script puts it back when its panel opens."""
+    if not content:
+        return ""
+    return (f'<div class="packed"><p class="loading">{_e(what[:1].upper() + what[1:])}: unpacked when this '
+            f'panel opens (needs scripts).</p><template class="pack">{content}</template></div>\n')
+
+
+_PACK = re.compile(r'<template class="pack">(.*?)</template>', re.S)
+
+
+def _pack(panels: list[str]) -> tuple[list[str], str]:
+    """The panels with their measurements (evidence tables, counterexamples, figures, plots: most of
+    the page) taken out into one gzipped, base64-encoded JSON list, about a tenth of their size;
+    each placeholder keeps its index in ``data-pack``."""
+    contents: list[str] = []
+
+    def take(m: re.Match) -> str:
+        contents.append(m[1])
+        return f'<template class="pack" data-pack="{len(contents) - 1}"></template>'
+    out = [_PACK.sub(take, p) for p in panels]
+    blob = gzip.compress(json.dumps(contents, ensure_ascii=False).encode(), compresslevel=9, mtime=0)
+    return out, base64.b64encode(blob).decode()
+
+
+def unpack(page: str, fragment: str) -> str:
+    """``fragment`` of ``page`` with its packed placeholders filled from the page's blob (what the script
+    does when a panel opens; for tests and tools)."""
+    m = re.search(r'<script type="application/octet-stream" id="packed">([^<]*)</script>', page)
+    contents = json.loads(gzip.decompress(base64.b64decode(m[1]))) if m and m[1] else []
+    return re.sub(r'<div class="packed"><p class="loading">.*?</p><template class="pack" data-pack="(\d+)"></template></div>',
+                  lambda t: contents[int(t[1])], fragment)
+
+
+CASES_SHOWN = 6  # parametrized cases of one test listed one by one; beyond, the passing ones share one row
+
+
 def _evidence(c: dict) -> str:
     rows = []
-    for o in c["outcomes"]:
+    shown = []
+    for question, group in _by_question(c["outcomes"]).items():
+        buckets: dict[tuple[str, str], list[dict]] = {}  # passing cases together; skipped ones by reason
+        if len(group) > CASES_SHOWN:
+            for o in group:
+                if o.get("outcome") in ("passed", "skipped"):
+                    reason = (o.get("message") or "").strip() if o["outcome"] == "skipped" else ""
+                    buckets.setdefault((o["outcome"], reason), []).append(o)
+        buckets = {k: v for k, v in buckets.items() if len(v) > 1}
+        shared = {id(o) for v in buckets.values() for o in v}
+        for (outcome, reason), bucket in buckets.items():
+            examples = sum(o.get("examples") or 0 for o in bucket)
+            seconds = sum(o.get("seconds") or 0 for o in bucket)
+            why = f'<div class="summary">{_e(reason)}</div>' if reason else ""
+            rows.append(f'<tr class="cases"><td><code>{_e(question)}</code> &times; {len(bucket)} parametrized cases'
+                        f'{why}</td><td>{_e(bucket[0].get("kind") or "")}</td><td>{_badge("o", outcome)}</td>'
+                        f'<td class="num">{examples}</td><td class="num">{seconds:.3g}</td></tr>')
+        shown += [o for o in group if id(o) not in shared]
+    for o in shown:
         message = f"<details><summary>output</summary><pre>{_e(o['message'])}</pre></details>" if o.get("message") else ""
         if o.get("summary") and o.get("outcome") != "passed":
             message = f'<div class="summary">{_e(o["summary"])}</div>' + message
@@ -433,25 +626,156 @@ def _evidence(c: dict) -> str:
     return f"<h3>Evidence</h3>\n{table}{figures}"
 
 
+EXPERIMENT_FIGURE = "experiment"
+
+
+def _experiment(e: dict) -> str:
+    """The experiment panel: the pre-registered prediction, the scale, per-seed values, effect, interval,
+    outcome, and the negative controls (the curves are drawn with the evidence's plots)."""
+    scale = ", ".join(f"{_e(k)} {_e(v)}" for k, v in e["scale"].items() if k != "extra")
+    extra = ", ".join(f"{_e(k)} = {_e(v)}" for k, v in (e["scale"].get("extra") or {}).items())
+    head = (f'<div class="experiment"><h3>Experiment <code>{_e(e["name"])}</code></h3>'
+            f'<p><b>Pre-registered prediction:</b> {_e(e["prediction"])} '
+            f'(<code>{_e(e["metric"])} {_e(e["comparison"])} {_e(e["threshold"])}</code>)</p>'
+            f'<p><b>Registered scale:</b> {scale}{" (" + extra + ")" if extra else ""}</p>')
+    m = e["measured"]
+    if m is None:
+        return head + "<p>Not run in this evidence run.</p></div>\n"
+    seeds = "".join(f"<tr><td>{_e(s)}</td><td class=\"num\">{_e(_num_text(v))}</td></tr>"
+                    for s, v in zip(m.get("seeds") or [], m.get("values") or []))
+    rows = [(m.get("test", "").split("::")[-1], m)] + [(k.get("test", "").split("::")[-1], k) for k in e["controls"]]
+    runs = "".join(f'<tr><td><code>{_e(t)}</code></td><td>{_e(r.get("scale_text"))}</td>'
+                   f'<td class="num">{_e(_num_text(r.get("effect")))}</td>'
+                   f'<td class="num">[{_e(_num_text(r.get("ci_low")))}, {_e(_num_text(r.get("ci_high")))}]</td>'
+                   f'<td>{_e(r.get("outcome"))}</td></tr>' for t, r in rows)
+    return (head + f'<p class="outcome"><b>{_e(m.get("outcome"))}</b>: {_e(e.get("text"))}</p>'
+            f'<table class="experiment-seeds"><thead><tr><th>seed</th><th>{_e(e["metric"])}</th></tr></thead>'
+            f"<tbody>{seeds}</tbody></table>"
+            '<table class="experiment-runs"><thead><tr><th>run</th><th>scale</th><th>effect</th>'
+            f'<th>95% interval</th><th>outcome</th></tr></thead><tbody>{runs}</tbody></table></div>\n')
+
+
+def _num_text(x) -> str:
+    return f"{x:.4g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+
+
+FIGURE_ROWS = 8  # figures of one family in one question listed one by one; more are summarised in one row
+
+
 def _figures(c: dict) -> str:
-    rows = []
+    """Measured figures per question (a test, all its parametrized cases together) and figure family; a
+    family with many figures, or a long list, is summarised into its worst case and quantiles
+    (``claims show --full`` and claims.json keep every value)."""
+    groups: dict[tuple[str, str], list[tuple[str, dict]]] = {}
     for o in c["outcomes"]:
         for f in o.get("figures") or []:
-            rows.append(f"<tr><td><code>{_e(f.get('name'))}</code></td><td>{_value_text(f.get('value'))}</td>"
-                        f"<td><code>{_e(o['nodeid'].split('::')[-1])}</code></td></tr>")
+            name = str(f.get("name"))
+            if name == EXPERIMENT_FIGURE:  # shown by _experiment, not as a raw figure
+                continue
+            family = (plots.split_name(name) or (name, ""))[0]
+            groups.setdefault((_question(o["nodeid"]), family), []).append((o["nodeid"], f))
+    rows = []
+    for (question, family), figs in groups.items():
+        test = _e(question.split("::")[-1])
+        if len(figs) <= FIGURE_ROWS:
+            rows += [f"<tr><td><code>{_e(f.get('name'))}</code></td><td>{_value_text(f.get('value'))}</td>"
+                     f"<td><code>{_e(nodeid.split('::')[-1])}</code></td></tr>" for nodeid, f in figs]
+            continue
+        rows.append(f"<tr><td><code>{_e(family)}[...]</code> &times; {len(figs)}</td>"
+                    f"<td>{_family_summary(figs)}</td><td><code>{test}</code> ({len({n for n, _ in figs})} cases)</td></tr>")
     if not rows:
         return ""
     return ('<h3>Measured figures</h3><table class="figures"><thead><tr><th>figure</th><th>value</th><th>test</th>'
             f'</tr></thead><tbody>{"".join(rows)}</tbody></table>\n')
 
 
+def _family_summary(figs: list[tuple[str, dict]]) -> str:
+    """Worst case and quantiles of a family's numeric values (a list counts by its largest entry)."""
+    worst: list[tuple[float, str]] = []
+    values: list[float] = []
+    for _, f in figs:
+        v = f.get("value")
+        xs = [float(x) for x in (v if isinstance(v, list) else [v]) if _is_num(x)]
+        if xs:
+            values += xs
+            worst.append((max(xs), str(f.get("name"))))
+    if not values:
+        return f"{len(figs)} non-numeric figures"
+    q = plots.quantiles(values, 5)
+    top = max(worst)
+    return (f"{len(values)} values: min {_num(q[0])}, 25% {_num(q[1])}, median {_num(q[2])}, 75% {_num(q[3])}, "
+            f"max {_num(q[4])}; worst <code>{_e(top[1])}</code> = {_num(top[0])}")
+
+
+def _by_question(outcomes: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for o in outcomes:
+        groups.setdefault(_question(o["nodeid"]), []).append(o)
+    return groups
+
+
+def _question(nodeid: str) -> str:
+    """A test without its parametrization: ``f.py::test_x[a-b]`` -> ``f.py::test_x``."""
+    return nodeid.split("[", 1)[0]
+
+
 def _plots(c: dict) -> str:
-    out = []
+    """One set of plots per question (all the parametrized cases of a test together), drawn once per
+    page even when several claims share the test (``_panel`` packs them with the evidence)."""
+    by_question: dict[str, list[dict]] = {}
+    refuting: set[str] = set()
     for o in c["outcomes"]:
-        for p in plots.figure_plots(o.get("figures") or [], salt=f"{c['id']}-{o['nodeid']}"):
-            out.append(f'<figure class="plot">{p.svg}<figcaption>{_e(p.title)} &middot; '
-                       f'<code>{_e(o["nodeid"].split("::")[-1])}</code></figcaption></figure>')
-    return "<h3>Plots</h3>\n" + "\n".join(out) + "\n" if out else ""
+        by_question.setdefault(_question(o["nodeid"]), []).extend(o.get("figures") or [])
+        if o.get("kind") == "refutation":
+            refuting.add(_question(o["nodeid"]))
+    claimed = _claimed_exponent(c)
+    out = []
+    for question, figures in by_question.items():
+        if not figures:
+            continue
+        law = claimed if question in refuting else None  # the claimed law beside the fit that refutes it
+        for p in _question_plots(question, json.dumps(figures, sort_keys=True, default=str), law):
+            svg = plots.resalt(p.svg, c["id"])
+            out.append(f'<figure class="plot">{svg}<figcaption>{_e(p.title)} &middot; '
+                       f'<code>{_e(question.split("::")[-1])}</code></figcaption></figure>')
+    if not out:
+        return ""
+    return f'<h3>Plots</h3>\n<div class="plots">{"".join(out)}</div>\n'
+
+
+@functools.lru_cache(maxsize=512)
+def _question_plots(question: str, figures_json: str, claimed: float | None) -> tuple[plots.Plot, ...]:
+    return tuple(plots.figure_plots(_merge_cases(json.loads(figures_json)), salt=question, claimed_exponent=claimed))
+
+
+def _merge_cases(figures: list[dict]) -> list[dict]:
+    """The figures of a question's cases as one list: repeated error ratios pooled, a repeated series
+    or fit numbered by its case (so no case's line hides another's)."""
+    seen: dict[str, int] = {}
+    ratios: dict[str, list] = {}
+    out = []
+    for f in figures:
+        name = str(f.get("name"))
+        parts = plots.split_name(name)
+        if parts and parts[0] == "error_ratio":
+            v = f.get("value")
+            ratios.setdefault(name, []).extend(v if isinstance(v, list) else [v])
+            continue
+        seen[name] = seen.get(name, 0) + 1
+        if parts and seen[name] > 1:
+            name = f"{parts[0]}[{parts[1]}, case {seen[name]}]"
+        out.append({**f, "name": name})
+    return [{"name": k, "value": v} for k, v in ratios.items()] + out
+
+
+def _claimed_exponent(c: dict) -> float | None:
+    """The exponent the document claims, for drawing its law beside the fitted one."""
+    f = c.get("finding") or {}
+    if f.get("kind") == "wrong-exponent" and _is_num(f.get("claimed")):
+        return float(f["claimed"])
+    values = (c.get("counterexample") or {}).get("values") or {}
+    v = values.get("claimed_exponent") if isinstance(values, dict) else None
+    return float(v) if _is_num(v) else None
 
 
 def _benchmarks(c: dict) -> str:

@@ -103,6 +103,8 @@ class Claim:
     snippet: Snippet | None = None
     notes: str | None = None
     experiment: Experiment | None = None
+    # for fails / partly: how wrong the claim is (claimcheck.findings ranks by it)
+    finding: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     # where the entry sits in the registry file: the entry's line and each field's line
     at: int = 0
     field_lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False, repr=False)
@@ -306,6 +308,7 @@ def _claim(data: dict[str, Any], at: int, field_lines: dict[str, int]) -> Claim:
         snippet=Snippet(snippet["start"], snippet["end"], tuple(snippet.get("requires") or ())) if snippet else None,
         notes=data.get("notes"),
         experiment=Experiment(**data["experiment"]) if data.get("experiment") else None,
+        finding=data.get("finding"),
         at=at,
         field_lines=field_lines,
     )

@@ -19,7 +19,7 @@ from hypothesis.extra import numpy as hnp
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, control, record, refutes
 from claimcheck.snippets import SnippetRun, load_snippet, run_snippet
 from impl.attention import attention, attention_weights, repeat_kv, scores
 from impl.backends import _sdpa_mask
@@ -39,12 +39,20 @@ def qkv_triples(draw, max_n: int = 10, max_d: int = 8):
     return torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v)
 
 
+def _query_normalised_weights(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """softmax(Q K^T / sqrt(d_k)) over the queries (dim=-2): columns, not rows, sum to 1."""
+    return torch.softmax(scores(q, k), dim=-2)
+
+
 @pytest.mark.claim("attention.output-convex-combination")
+@pytest.mark.parametrize("attend", [pytest.param(lambda q, k, v: (attention_weights(q, k), attention(q, k, v)),
+                                                   id="over-keys"), pytest.param(
+    lambda q, k, v: (_query_normalised_weights(q, k), _query_normalised_weights(q, k) @ v), id="over-queries",
+    marks=control("softmax over the queries (dim=-2): Y = A V with a column-stochastic A"))])
 @given(qkv=qkv_triples())
-def test_each_output_row_is_a_convex_combination_of_value_rows(qkv):
+def test_each_output_row_is_a_convex_combination_of_value_rows(attend, qkv):
     q, k, v = qkv
-    a = attention_weights(q, k)
-    y = attention(q, k, v)
+    a, y = attend(q, k, v)
     n_k = k.shape[0]
     # Weights: non-negative, rows sum to 1 up to summation rounding (n_k terms, one division).
     claim_assert(bool((a >= 0).all()) and (a.sum(-1) - 1).abs().max().item() <= 2 * n_k * EPS64,
@@ -61,11 +69,13 @@ def test_each_output_row_is_a_convex_combination_of_value_rows(qkv):
 
 
 @pytest.mark.claim("attention.scaled-dot-product-definition", "attention.index-sdpa-formula")
+@pytest.mark.parametrize("scale_of", [pytest.param(lambda d_k: None, id="sqrt-d_k"), pytest.param(
+    lambda d_k: 1.0 / d_k, id="d_k", marks=control("softmax(Q K^T / d_k) V: the scale 1/d_k, not 1/sqrt(d_k)"))])
 @given(problem=attention_problems())
-def test_reference_attention_equals_torch_scaled_dot_product_attention(problem):
+def test_reference_attention_equals_torch_scaled_dot_product_attention(scale_of, problem):
     """softmax(Q K^T / sqrt(d_k)) V row-wise, against PyTorch's independent math kernel, float64."""
     q, k, v, mask = problem.cast(torch.float64)
-    ours = attention(q, k, v, mask=mask)
+    ours = attention(q, k, v, scale=scale_of(q.shape[-1]), mask=mask)
     attn_mask, is_causal = _sdpa_mask(q, k, mask)
     with sdpa_kernel(SDPBackend.MATH):
         theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
@@ -76,11 +86,13 @@ def test_reference_attention_equals_torch_scaled_dot_product_attention(problem):
 
 
 @pytest.mark.claim("attention.scaled-scores-divide-sqrt-dk")
+@pytest.mark.parametrize("scale_of", [pytest.param(lambda d_k: None, id="default"), pytest.param(
+    math.sqrt, id="times-sqrt-d_k", marks=control("scores multiplied by sqrt(d_k) instead of divided"))])
 @given(problem=attention_problems(mask_kinds=("none",)))
-def test_scores_are_divided_by_sqrt_d_k_and_sdpa_defaults_to_that_scale(problem):
+def test_scores_are_divided_by_sqrt_d_k_and_sdpa_defaults_to_that_scale(scale_of, problem):
     q, k, v, _ = problem.cast(torch.float64)
     d_k = q.shape[-1]
-    s = scores(q, k)
+    s = scores(q, k, scale=scale_of(d_k))
     by_division = q @ repeat_kv(k, q.shape[1] // k.shape[1]).transpose(-2, -1) / math.sqrt(d_k)
     # multiplying by the rounded 1/sqrt(d_k) instead of dividing: two roundings apart at most
     claim_assert((s - by_division).abs().max().item() <= 4 * EPS64 * max(1.0, s.abs().max().item()),
@@ -91,8 +103,11 @@ def test_scores_are_divided_by_sqrt_d_k_and_sdpa_defaults_to_that_scale(problem)
 
 
 @pytest.mark.claim("attention.score-entry-meaning-i-attends-j", "attention.la-graph-nodes-tokens-edge-weights")
+@pytest.mark.parametrize("weights_of", [pytest.param(attention_weights, id="row-is-query"), pytest.param(
+    _query_normalised_weights, id="column-normalised", marks=control(
+        "A normalised over the queries: A_ij is then the share of key j given to query i, not how much i attends to j"))])
 @given(qkv=qkv_triples(), j=st.integers(0, 9), delta=st.floats(0.5, 3.0))
-def test_row_i_column_j_is_query_i_on_key_j(qkv, j, delta):
+def test_row_i_column_j_is_query_i_on_key_j(weights_of, qkv, j, delta):
     """S_ij = q_i . k_j; changing key j moves column j of S only; y_i = sum_j A_ij v_j."""
     q, k, v = qkv
     j = j % k.shape[0]
@@ -106,7 +121,7 @@ def test_row_i_column_j_is_query_i_on_key_j(qkv, j, delta):
     changed = ((q @ moved.T) != s).any(dim=0)
     claim_assert(not bool(changed[torch.arange(k.shape[0]) != j].any()), "changing key j moved another column",
                  j=j, changed_columns=changed)
-    a, y = attention_weights(q, k), attention(q, k, v)
+    a, y = weights_of(q, k), attention(q, k, v)
     weighted = sum(a[:, jj, None] * v[jj] for jj in range(k.shape[0]))
     claim_assert((y - weighted).abs().max().item() <= 2 * k.shape[0] * EPS64 * max(1.0, v.abs().max().item()),
                  "row i of A does not weight the value rows of output i", q=q, k=k, v=v)
@@ -126,14 +141,29 @@ def _flow(n: int, d: int, d_k: int, d_v: int, seed: int) -> dict[str, torch.Tens
     return dict(X=x, W_Q=w_q, W_K=w_k, W_V=w_v, W_O=w_o, Q=q, K=k, V=v, S=s, A=a, Y=y, X1=x + y @ w_o)
 
 
+def _flow_linear_layout(n: int, d: int, d_k: int, d_v: int, seed: int) -> dict[str, torch.Tensor]:
+    """The flow with W_Q stored as nn.Linear stores it, d_k x d (Q = X W_Q^T): Q is the same, W_Q transposed."""
+    f = _flow(n, d, d_k, d_v, seed)
+    return f | dict(W_Q=f["W_Q"].T)
+
+
+def _flow_projected_output(n: int, d: int, d_k: int, d_v: int, seed: int) -> dict[str, torch.Tensor]:
+    """The flow with Y taken after the output projection, Y = A V W_O: n x d."""
+    f = _flow(n, d, d_k, d_v, seed)
+    return f | dict(Y=f["Y"] @ f["W_O"])
+
+
 @pytest.mark.claim("attention.input-shape-n-by-d", "attention.qkv-projection-formula",
                    "attention.projection-matrix-shape-d-by-dk", "attention.qkv-shape-n-by-dk",
                    "attention.score-matrix-shape-n-by-n", "attention.attention-matrix-shape-n-by-n",
                    "attention.output-shape-n-by-dk")
+@pytest.mark.parametrize("flow", [pytest.param(_flow, id="as-printed"), pytest.param(
+    _flow_linear_layout, id="w-q-transposed", marks=control("W_Q in nn.Linear's layout, d_k x d, with Q = X W_Q^T")),
+    pytest.param(_flow_projected_output, id="y-projected", marks=control("Y = A V W_O, projected back to n x d"))])
 @given(n=st.integers(1, 12), d=st.integers(1, 12), d_k=st.integers(1, 12), seed=st.integers(0, 2**16))
-def test_foundations_matrix_flow_has_the_stated_shapes(n, d, d_k, seed):
+def test_foundations_matrix_flow_has_the_stated_shapes(flow, n, d, d_k, seed):
     """foundations.txt lines 17-56, where W_V is d x d_k (so d_v = d_k)."""
-    f = _flow(n, d, d_k, d_k, seed)
+    f = flow(n, d, d_k, d_k, seed)
     shapes = {name: tuple(t.shape) for name, t in f.items()}
     expected = dict(X=(n, d), W_Q=(d, d_k), W_K=(d, d_k), W_V=(d, d_k), Q=(n, d_k), K=(n, d_k), V=(n, d_k), S=(n, n),
                     A=(n, n), Y=(n, d_k))
@@ -148,11 +178,14 @@ def test_foundations_matrix_flow_has_the_stated_shapes(n, d, d_k, seed):
 @pytest.mark.claim("attention.la-block-x0-shape", "attention.la-block-qkv-projections",
                    "attention.la-block-attention-matrix-n-by-n", "attention.la-block-output-y-shape",
                    "attention.la-block-wo-shape", "attention.la-block-weight-shapes-wv-dk")
+@pytest.mark.parametrize("flow", [pytest.param(_flow, id="w-v-d-by-d_v"), pytest.param(
+    lambda n, d, d_k, d_v, seed: _flow(n, d, d_v, d_k, seed), id="d_k-d_v-swapped",
+    marks=control("d_k and d_v interchanged: W^Q, W^K of width d_v, W^V and W^O of d_k"))])
 @given(n=st.integers(1, 12), d=st.integers(1, 12), d_k=st.integers(1, 12), d_v=st.integers(1, 12),
        seed=st.integers(0, 2**16))
-def test_linear_algebra_block_flow_type_checks_with_w_v_of_width_d_v(n, d, d_k, d_v, seed):
+def test_linear_algebra_block_flow_type_checks_with_w_v_of_width_d_v(flow, n, d, d_k, d_v, seed):
     """linear-algebra.txt line 24 with W^V in R^{d x d_v}: A is n x n, Y = A V is n x d_v, X_1 is n x d."""
-    f = _flow(n, d, d_k, d_v, seed)
+    f = flow(n, d, d_k, d_v, seed)
     shapes = {name: tuple(t.shape) for name, t in f.items()}
     expected = dict(X=(n, d), Q=(n, d_k), K=(n, d_k), V=(n, d_v), A=(n, n), Y=(n, d_v), W_O=(d_v, d), X1=(n, d))
     claim_assert(all(shapes[name] == shape for name, shape in expected.items()), "a shape differs from the text",
@@ -203,14 +236,21 @@ def _elman_rnn(x: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor) -> torch.T
     return h
 
 
+def _attention_query_by_query(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The same output, one query position at a time: n sequential steps, as in step-by-step decoding."""
+    return torch.cat([attention(q[i:i + 1], k, v) for i in range(q.shape[0])])
+
+
 @pytest.mark.claim("attention.self-attention-parallel-no-sequential-dependency")
-def test_attention_takes_the_same_operations_for_every_length_while_an_rnn_takes_one_step_per_token():
+@pytest.mark.parametrize("attend", [pytest.param(attention, id="batched"), pytest.param(
+    _attention_query_by_query, id="query-by-query", marks=control("attention as a loop over the query positions"))])
+def test_attention_takes_the_same_operations_for_every_length_while_an_rnn_takes_one_step_per_token(attend):
     d = 8
     attention_ops, rnn_ops = {}, {}
     for n in (4, 64, 512):
         x = torch.randn((n, d), generator=torch.Generator().manual_seed(n), dtype=torch.float64)
         w = torch.randn((d, d), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-        attention_ops[n] = _op_calls(lambda: attention(x @ w, x @ w, x @ w))
+        attention_ops[n] = _op_calls(lambda: attend(x @ w, x @ w, x @ w))
         rnn_ops[n] = _op_calls(lambda: _elman_rnn(x, w, w))
     record("tensor operations dispatched by attention, by n", attention_ops)
     record("tensor operations dispatched by an Elman RNN, by n", rnn_ops)
@@ -351,10 +391,27 @@ def test_transformer_block_step_2_computes_the_attention_matrix():
                      error=str(exc))
 
 
+def _split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
+    """(B, n, d) -> (B, h, n, d_k): view(B, n, h, d_k), then transpose(1, 2)."""
+    b, n, d = t.shape
+    return t.view(b, n, heads, d // heads).transpose(1, 2)
+
+
+def _split_heads_without_transpose(t: torch.Tensor, heads: int) -> torch.Tensor:
+    """(B, n, d) viewed directly as (B, h, n, d_k): each "head" mixes tokens and feature slices."""
+    b, n, d = t.shape
+    return t.view(b, heads, n, d // heads)
+
+
 @pytest.mark.claim("attention.transformerblock-comment-qkv-three-matmuls", "attention.transformerblock-comment-scores-qr",
                    "attention.transformerblock-comment-output-projection-residual")
+@pytest.mark.parametrize("split, residual", [
+    pytest.param(_split_heads, True, id="as-stated"),
+    pytest.param(_split_heads_without_transpose, True, id="heads-unsplit",
+                 marks=control("heads taken as view(B, h, n, d_k) without the transpose of (B, n, h, d_k)")),
+    pytest.param(_split_heads, False, id="no-residual", marks=control("step 4 without its residual: W_o(Y), not x + W_o(Y)"))])
 @given(n=st.integers(1, 6), heads=st.sampled_from([1, 2, 4]), seed=st.integers(0, 2**16))
-def test_transformer_block_steps_compute_projections_attention_and_residuals(n, heads, seed):
+def test_transformer_block_steps_compute_projections_attention_and_residuals(split, residual, n, heads, seed):
     d_model = 8
     torch.manual_seed(seed)
     block = _printed_block(bypass_line_67=True)(d_model, heads, 16).double().eval()  # eval: dropout off
@@ -364,11 +421,9 @@ def test_transformer_block_steps_compute_projections_attention_and_residuals(n, 
     x = torch.randn((2, n, d_model), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     out = block(x)
     counted = dict(calls)
-    d_k = d_model // heads
-    split = lambda t: t.view(2, n, heads, d_k).transpose(1, 2)  # noqa: E731  (B, n, d) -> (B, h, n, d_k)
-    q, k, v = (split(x @ getattr(block, name).weight.T) for name in ("W_q", "W_k", "W_v"))
+    q, k, v = (split(x @ getattr(block, name).weight.T, heads) for name in ("W_q", "W_k", "W_v"))  # (B, h, n, d_k)
     y = attention(q, k, v).transpose(1, 2).reshape(2, n, d_model)  # softmax(Q K^T / sqrt(d_k)) V, heads concatenated
-    x1 = x + block.W_o(y)
+    x1 = x + block.W_o(y) if residual else block.W_o(y)
     expected = x1 + block.ffn(block.ln2(x1))
     err = (out - expected).abs().max().item()
     claim_assert(counted == {"W_q": 1, "W_k": 1, "W_v": 1, "W_o": 1}, "the projections are not one product each",
@@ -381,14 +436,22 @@ def test_transformer_block_steps_compute_projections_attention_and_residuals(n, 
 # ---- the graph view (linear-algebra.txt lines 386-407, 577, 593) --------------------------------------------
 
 
+def _causal_attention_weights(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Decoder attention: query i sees keys j <= i only (an edge to every later token removed)."""
+    keep = torch.ones((q.shape[0], k.shape[0]), dtype=torch.bool).tril()
+    return torch.softmax(scores(q, k).masked_fill(~keep, -math.inf), dim=-1)
+
+
 @pytest.mark.claim("attention.la-attention-adjacency-fully-connected-graph")
+@pytest.mark.parametrize("weights_of", [pytest.param(attention_weights, id="unmasked"), pytest.param(
+    _causal_attention_weights, id="causal", marks=control("a causal mask: no edge from a token to a later one"))])
 @given(qkv=qkv_triples())
-def test_unmasked_attention_weights_are_positive_row_stochastic_and_directed(qkv):
+def test_unmasked_attention_weights_are_positive_row_stochastic_and_directed(weights_of, qkv):
     q, k, _ = qkv
     s = scores(q, k)
     # exp underflows to 0 in float64 only for a gap below -745 between a logit and its row maximum
     assume((s.max(-1, keepdim=True).values - s).max().item() < 700)
-    a = attention_weights(q, k)
+    a = weights_of(q, k)
     claim_assert(bool((a > 0).all()), "an unmasked weight is 0: the graph is not complete", q=q, k=k, weights=a)
     claim_assert((a.sum(-1) - 1).abs().max().item() <= 2 * k.shape[0] * EPS64, "rows do not sum to 1", weights=a)
     if q.shape[0] == k.shape[0] and q.shape[0] > 1 and not torch.equal(q, k):
@@ -403,8 +466,10 @@ def _gnn_update(h: torch.Tensor, alpha: torch.Tensor, w_1: torch.Tensor, w_2: to
 
 
 @pytest.mark.claim("attention.la-transformer-as-gnn-formula", "attention.la-gnn-message-passing-formula")
+@pytest.mark.parametrize("w_2_of", [pytest.param(lambda w_v, w_o: (w_v @ w_o).T, id="transposed"), pytest.param(
+    lambda w_v, w_o: w_v @ w_o, id="untransposed", marks=control("W_2 = W_V W^O without the transpose"))])
 @given(n=st.integers(1, 6), heads=st.sampled_from([1, 2]), seed=st.integers(0, 2**16))
-def test_attention_sublayer_is_message_passing_on_the_complete_graph(n, heads, seed):
+def test_attention_sublayer_is_message_passing_on_the_complete_graph(w_2_of, n, heads, seed):
     """h + sum_heads A^(h) H W_V^(h) W_O^(h) is the GNN update with W_1 = I, W_2 = (W_V W_O)^T, sigma = id."""
     d, d_k = 4, 2
     gen = torch.Generator().manual_seed(seed)
@@ -415,8 +480,8 @@ def test_attention_sublayer_is_message_passing_on_the_complete_graph(n, heads, s
     eye, zero = torch.eye(d, dtype=torch.float64), torch.zeros((d, d), dtype=torch.float64)
     gnn = h.clone()  # one GNN term per head (one graph per head), the residual as W_1 = I
     for w_q, w_k, w_v, w_o in params:
-        gnn = gnn + _gnn_update(h, attention_weights(h @ w_q, h @ w_k), zero, (w_v @ w_o).T)
-    single = _gnn_update(h, attention_weights(h @ params[0][0], h @ params[0][1]), eye, (params[0][2] @ params[0][3]).T)
+        gnn = gnn + _gnn_update(h, attention_weights(h @ w_q, h @ w_k), zero, w_2_of(w_v, w_o))
+    single = _gnn_update(h, attention_weights(h @ params[0][0], h @ params[0][1]), eye, w_2_of(params[0][2], params[0][3]))
     # (A (H W_V)) W_O vs A (H (W_V W_O)): d-, d_k-, n- and heads-term sums and the residual, each rounding u of the
     # terms |A| |H| |W_V| |W_O| + |H|
     scale = (h.abs() + sum(attention_weights(h @ w_q, h @ w_k) @ h.abs() @ w_v.abs() @ w_o.abs()
@@ -427,7 +492,7 @@ def test_attention_sublayer_is_message_passing_on_the_complete_graph(n, heads, s
         claim_assert((sublayer - single).abs().max().item() <= tol, "one head is not one GNN layer with W_1 = I", n=n)
     perm = torch.randperm(n, generator=gen)  # message passing is permutation-equivariant
     permuted = _gnn_update(h[perm], attention_weights(h[perm] @ params[0][0], h[perm] @ params[0][1]), eye,
-                           (params[0][2] @ params[0][3]).T)
+                           w_2_of(params[0][2], params[0][3]))
     # the same arithmetic on permuted rows, up to the order of the n-term sums (softmax and A H): within tol
     claim_assert((permuted - single[perm]).abs().max().item() <= tol, "relabelling tokens does not relabel outputs")
 

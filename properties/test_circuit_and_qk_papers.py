@@ -13,13 +13,14 @@
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert
+from claimcheck import claim_assert, control
 
 
 @pytest.mark.claim("spectral.qk-kappa-training-curve", "spectral.qk-two-phase-training",
@@ -40,10 +41,10 @@ def test_a_qk_spectrum_of_small_variance_keeps_kappa_far_below_the_plateau_of_on
                  kappa=kappa)
 
 
-def _gd_steps(spectrum: list[float], eps: float = 1e-3, cap: int = 100_000) -> int:
-    """Steps of gradient descent with step 1/lambda_max on theta^T diag(spectrum) theta / 2 until every
+def _gd_steps(spectrum: list[float], eps: float = 1e-3, cap: int = 100_000, step: float | None = None) -> int:
+    """Steps of gradient descent with step 1/lambda_max (or ``step``) on theta^T diag(spectrum) theta / 2 until every
     coordinate of the error, started at 1, is at most eps (the worst start over unit-size coordinates)."""
-    lmax = max(spectrum)
+    lmax = 1 / step if step else max(spectrum)
     err = [1.0] * len(spectrum)
     for t in range(cap):
         if max(abs(e) for e in err) <= eps:
@@ -53,12 +54,15 @@ def _gd_steps(spectrum: list[float], eps: float = 1e-3, cap: int = 100_000) -> i
 
 
 @pytest.mark.claim("spectral.hessian-spectrum-learning-difficulty")
+@pytest.mark.parametrize("gd_steps", [pytest.param(_gd_steps, id="step-1-over-lambda-max"), pytest.param(
+    functools.partial(_gd_steps, step=1.0, cap=2_000), id="fixed-step", marks=control(
+        "a fixed step 1 instead of 1 / lambda_max(H): the step no longer follows the scale of H (capped at 2000 steps)"))])
 @given(spectrum=st.lists(st.floats(0.02, 1.0), min_size=2, max_size=8), scale=st.floats(0.01, 100.0),
        shrink=st.floats(0.1, 0.9))
-def test_gd_steps_on_a_quadratic_depend_on_the_shape_of_the_hessian_spectrum_only(spectrum, scale, shrink):
+def test_gd_steps_on_a_quadratic_depend_on_the_shape_of_the_hessian_spectrum_only(gd_steps, spectrum, scale, shrink):
     assume(max(spectrum) > min(spectrum) * 1.05)
-    steps = _gd_steps(spectrum)
-    scaled = _gd_steps([scale * lam for lam in spectrum])
+    steps = gd_steps(spectrum)
+    scaled = gd_steps([scale * lam for lam in spectrum])
     # the same shape (same ratios) at any scale: the same number of steps (one step of slack for rounding)
     claim_assert(abs(steps - scaled) <= 1, "scaling the Hessian changed the number of GD steps", steps=steps,
                  scaled=scaled, scale=scale)
@@ -66,6 +70,6 @@ def test_gd_steps_on_a_quadratic_depend_on_the_shape_of_the_hessian_spectrum_onl
     i = spectrum.index(min(spectrum))
     wider = list(spectrum)
     wider[i] = spectrum[i] * shrink
-    more = _gd_steps(wider)
+    more = gd_steps(wider)
     claim_assert(more > steps, "a larger condition number did not make GD slower", steps=steps, wider=more,
                  kappa=max(spectrum) / min(spectrum), kappa_wider=max(wider) / min(wider))

@@ -20,11 +20,12 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, control, record, refutes
 from impl.critical_scaling import (document_divisor, document_loglog_divisor, loglog_fit, polylog_multiplier,
                                    rem_critical_multiplier, row_entropy, scaled_softmax_entropy_derivative, sweep)
 from impl.softmax import stable_softmax
 from properties.strategies.spectral import gaussian, printed_code, real_matrices, vectors, seeds
+from properties.test_snippets_called import AS_PRINTED, mutant, mutant_code
 
 NS = [16, 64, 256, 1024]
 D_K = 16
@@ -45,26 +46,39 @@ def _sweep(name: str) -> dict[str, torch.Tensor]:
     return sweep(NS, D_K, SCHEDULES[name], samples=4, seed=17, spectral=False)
 
 
+def _statistics(sw: dict[str, torch.Tensor]) -> dict:
+    """Mean entropy and max weight per n of a sweep, and the fit max weight ~ n^e."""
+    return {"n": sw["n"][:, 0], "entropy": sw["normalized_entropy"].mean(dim=1), "max_weight": sw["max_weight"].mean(dim=1),
+            "fit": loglog_fit(sw["n"].flatten(), sw["max_weight"].flatten())}
+
+
 def _measure(name: str) -> dict:
     """Record the entropy and max-weight series of a schedule and fit the max weight ~ n^e."""
-    sw = _sweep(name)
-    h = sw["normalized_entropy"].mean(dim=1)
-    top = sw["max_weight"].mean(dim=1)
-    fit = loglog_fit(sw["n"].flatten(), sw["max_weight"].flatten())
-    record(f"series[normalized entropy H/ln n vs n, {name}]", {"n": NS, "y": h.tolist()})
-    record(f"series[max attention weight vs n, {name}]", {"n": NS, "y": top.tolist()})
-    record(f"fit[max attention weight vs n, {name}]", fit.as_figure())
-    return {"entropy": h, "max_weight": top, "fit": fit}
+    m = _statistics(_sweep(name))
+    record(f"series[normalized entropy H/ln n vs n, {name}]", {"n": NS, "y": m["entropy"].tolist()})
+    record(f"series[max attention weight vs n, {name}]", {"n": NS, "y": m["max_weight"].tolist()})
+    record(f"fit[max attention weight vs n, {name}]", m["fit"].as_figure())
+    return m
+
+
+def _wrong_schedule(name: str, why: str):
+    """A ``measure`` parameter: the negative control that runs a sweep test on schedule ``name`` instead. A small
+    sweep (n = 16, 64, 256, 2 matrices each; the full one costs seconds) and unrecorded: it only has to be rejected."""
+    return pytest.param(lambda: _statistics(sweep(NS[:3], D_K, SCHEDULES[name], samples=2, seed=17, spectral=False)),
+                        id=name, marks=control(f"the schedule {name!r} instead: {why}"))
 
 
 @pytest.mark.claim("spectral.fix-attention-scaling-c-n", "long-context.qk-scale-grows-softmax-uniform",
                    "spectral.temperature-controls-spectral-amplification")
+@pytest.mark.parametrize("derivative", [pytest.param(scaled_softmax_entropy_derivative, id="minus-beta-var"), pytest.param(
+    lambda z, beta: -scaled_softmax_entropy_derivative(z, beta), id="plus-beta-var", marks=control(
+        "the other sign, dH/dbeta = +beta Var_p(z): larger logits would flatten softmax"))])
 @given(z=real_matrices(1, 6, 10.0), beta=st.floats(0.0, 5.0))
-def test_entropy_of_softmax_decreases_as_logits_grow(z, beta):
+def test_entropy_of_softmax_decreases_as_logits_grow(derivative, z, beta):
     b = torch.tensor(beta, dtype=torch.float64, requires_grad=True)
     h = row_entropy(stable_softmax(b * z)).sum()
     (grad,) = torch.autograd.grad(h, b)
-    formula = scaled_softmax_entropy_derivative(z, beta).sum()
+    formula = derivative(z, beta).sum()
     # autograd sums -(log p + 1) dp/dbeta = -(log p + 1) p (z - E z): n terms of size p |z - E z| (|log p| + 1) per row
     # (up to 10 * 100), whose constant part cancels, a few roundings each; the formula centres z on a mean that is
     # off by delta <= n eps |z|, so beta Var is off by beta (2 delta sum p |z - E z| + delta^2) per row
@@ -92,8 +106,10 @@ def test_larger_softmax_inputs_make_softmax_more_uniform(z):
 
 @pytest.mark.claim("long-context.qk-scale-grows-softmax-uniform", "spectral.long-context-needs-score-scaling",
                    "spectral.rank-collapse-long-context-near-uniform", "long-context.critical-scaling-o1-saturation")
-def test_unscaled_attention_flattens_as_the_context_grows():
-    m = _measure("standard (f = 1)")
+@pytest.mark.parametrize("measure", [pytest.param(lambda: _measure("standard (f = 1)"), id="standard"), _wrong_schedule(
+    "multiplier sqrt(2 ln n)", "logits multiplied by the critical sqrt(2 ln n), which keeps the top weight constant")])
+def test_unscaled_attention_flattens_as_the_context_grows(measure):
+    m = measure()
     # the logits' scale does not grow with n: q.k/sqrt(d_k) has variance 1 whatever n is
     logits = gaussian((4096, D_K), 1) @ gaussian((D_K,), 2) / math.sqrt(D_K)
     record("std of q.k/sqrt(d_k) over 4096 keys", logits.std().item())
@@ -145,9 +161,11 @@ def test_a_growing_logit_multiplier_keeps_attention_from_flattening():
 
 
 @pytest.mark.claim("long-context.critical-scaling-ot-uniform")
-def test_over_scaling_by_t_makes_attention_uniform():
-    m = _measure("over-scaling f = T, logits / sqrt(f)")
-    uniformity = (m["max_weight"] * torch.tensor(NS, dtype=torch.float64)).tolist()
+@pytest.mark.parametrize("measure", [pytest.param(lambda: _measure("over-scaling f = T, logits / sqrt(f)"), id="f=T"),
+                                     _wrong_schedule("standard (f = 1)", "f(T) = 1, no division by the length")])
+def test_over_scaling_by_t_makes_attention_uniform(measure):
+    m = measure()
+    uniformity = (m["max_weight"] * m["n"]).tolist()
     record("n * max weight (1 = uniform)", uniformity)
     # "uniform" read as H / ln n > 0.999 and a top weight within 20% of 1/n at n = 1024
     claim_assert(m["entropy"][-1] > 0.999 and uniformity[-1] < 1.2, "f(T) = T does not make attention uniform",
@@ -166,17 +184,22 @@ def test_saturated_softmax_causes_rank_collapse():
                  max_weight=a.max().item(), singular_values=s)
 
 
+_TAU_DIVIDES = "the temperature as a divisor, logits / tau, where the scaling remedy multiplies them by tau"
+
+
 @pytest.mark.claim("spectral.fix-temperature-tau-n-equivalent-to-scaling", "long-context.la-chen-tau-n-scaled-attention-formula")
-def test_temperature_and_scaling_remedies_are_the_same_formula():
+@pytest.mark.parametrize("power", [pytest.param(1, id="times-tau"), pytest.param(-1, id="over-tau", marks=control(_TAU_DIVIDES))])
+def test_temperature_and_scaling_remedies_are_the_same_formula(power):
     q, k, d, tau = sp.symbols("q k d tau", positive=True)
-    claim_assert(sp.simplify(q * k / sp.sqrt(d) * tau - q * k * tau / sp.sqrt(d)) == 0, "the two logit formulas differ")
+    claim_assert(sp.simplify(q * k / sp.sqrt(d) * tau**power - q * k * tau / sp.sqrt(d)) == 0, "the two logit formulas differ")
 
 
 @pytest.mark.claim("spectral.fix-temperature-tau-n-equivalent-to-scaling", "long-context.la-chen-tau-n-scaled-attention-formula")
+@pytest.mark.parametrize("power", [pytest.param(1, id="times-tau"), pytest.param(-1, id="over-tau", marks=control(_TAU_DIVIDES))])
 @given(seed=seeds(), n=st.integers(2, 12), tau=st.floats(0.1, 10.0))
-def test_scaling_logits_by_c_equals_temperature_tau_numerically(seed, n, tau):
+def test_scaling_logits_by_c_equals_temperature_tau_numerically(power, seed, n, tau):
     q, k = gaussian((n, 4), seed), gaussian((n, 4), seed + 1)
-    remedy1 = stable_softmax(q @ k.T / 2.0 * tau)
+    remedy1 = stable_softmax(q @ k.T / 2.0 * tau**power)
     remedy2 = stable_softmax(q @ k.T * tau / 2.0)
     # the two float64 products differ only by the rounding order of two multiplications: logits eps |s| apart, which
     # moves softmax weights by <= 2 eps |s|max; each softmax's own rounding is (n + 2) u
@@ -188,16 +211,19 @@ def test_scaling_logits_by_c_equals_temperature_tau_numerically(seed, n, tau):
 # --- the printed code: foundations.txt 716-740 and spectral.txt 357-364 ---------------------------------
 
 
-def _critical_module(c: float = 1.0, power: float = 1.5):
-    cls = printed_code("long-context.snippet-critical-attention-scaling").namespace["CriticalAttentionScaling"]
+def _critical_module(c: float = 1.0, power: float = 1.5, mutation: tuple[str, str] | None = None):
+    claim = "long-context.snippet-critical-attention-scaling"
+    cls = (mutant_code(claim, *mutation) if mutation else printed_code(claim)).namespace["CriticalAttentionScaling"]
     return cls(D_K, c=c, polylog_power=power)
 
 
 @pytest.mark.claim("long-context.critical-scaling-code-docstring-matches-formula",
                    "long-context.critical-scaling-identity-at-train-length")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant("(math.log(seq_len) **", "(math.log2(seq_len) **",
+                                                            "log base 2 taken for the natural log")])
 @given(t=st.integers(1, 10**6))
-def test_scale_factor_is_one_plus_ln_t_to_the_1_5(t):
-    module = _critical_module()
+def test_scale_factor_is_one_plus_ln_t_to_the_1_5(mutation, t):
+    module = _critical_module(mutation=mutation)
     got, exact = module.scale_factor(t), document_divisor(t)
     # the same float64 expression 1 + c (ln T)^1.5: at most the roundings of log, pow and the sum apart
     claim_assert(abs(got - exact) <= 4 * 2.0**-52 * exact and module.c == 1.0 and module.polylog_power == 1.5,
@@ -244,15 +270,18 @@ def test_critical_scaling_leaves_attention_unchanged_at_the_training_length():
                  max_total_variation=tv)
 
 
-def _length_aware():
-    return printed_code("spectral.snippet-length-aware-attention").namespace["length_aware_attention"]
+def _length_aware(mutation: tuple[str, str] | None = None):
+    claim = "spectral.snippet-length-aware-attention"
+    return (mutant_code(claim, *mutation) if mutation else printed_code(claim)).namespace["length_aware_attention"]
 
 
 @pytest.mark.claim("spectral.snippet-length-aware-matches-formula", "spectral.snippet-length-aware-n-is-query-length")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant("/ (Q.shape[-1] ** 0.5)", "/ Q.shape[-1]",
+                                                            "the scores divided by d_k, not by sqrt(d_k)")])
 @given(seed=seeds(), n_q=st.integers(1, 8), n_k=st.integers(1, 8), alpha=st.floats(0.5, 2.5))
-def test_length_aware_attention_multiplies_logits_by_ln_n_to_the_alpha(seed, n_q, n_k, alpha):
+def test_length_aware_attention_multiplies_logits_by_ln_n_to_the_alpha(mutation, seed, n_q, n_k, alpha):
     q, k, v = gaussian((n_q, 4), seed), gaussian((n_k, 4), seed + 1), gaussian((n_k, 2), seed + 2)
-    got = _length_aware()(q, k, v, base_scale=1.0, poly_alpha=alpha)
+    got = _length_aware(mutation)(q, k, v, base_scale=1.0, poly_alpha=alpha)
     expected = stable_softmax(q @ k.T / 2.0 * polylog_multiplier(n_q, alpha)) @ v
     # the snippet computes log(n) in float32 via torch.log(torch.tensor(n)): relative error delta, (ln n)^alpha's
     # alpha delta, so logits alpha delta |s| apart (plus a few float64 roundings), moving the weights' total by twice
@@ -277,8 +306,10 @@ def test_length_aware_attention_uses_the_context_length():
 
 
 @pytest.mark.claim("spectral.snippet-length-aware-scaling-gt-one")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant("poly_alpha=1.7", "poly_alpha=1.5",
+                                                            "the default exponent of ln n 1.5, not 1.7")])
 @given(n=st.integers(3, 2048))
-def test_length_aware_factor_exceeds_one(n):
+def test_length_aware_factor_exceeds_one(mutation, n):
     # read the factor off the printed code in the long-context regime the document states (n >= 3 tokens): with
     # d = 1, q_0 = k_0 = 1 and every other q, k = 0, row 0 of the attention is softmax(factor, 0, ..., 0), and
     # V = (e_1, e_2, 0, ...) returns its first two weights, so factor = ln(row_0 / row_1)
@@ -286,7 +317,7 @@ def test_length_aware_factor_exceeds_one(n):
     q[0, 0] = 1.0
     v = torch.zeros(n, 2, dtype=torch.float64)
     v[0, 0] = v[1, 1] = 1.0
-    row = _length_aware()(q, q.clone(), v)[0]
+    row = _length_aware(mutation)(q, q.clone(), v)[0]
     factor = math.log(row[0] / row[1])
     # (ln 3)^1.7 = 1.17 at the smallest n; the code takes ln n of a float32 tensor (relative error <= 2^-24, times
     # 1.7 in the power), the softmax and the log of a ratio add a few float64 roundings: 1e-6 relative is generous
@@ -296,9 +327,12 @@ def test_length_aware_factor_exceeds_one(n):
 
 
 @pytest.mark.claim("spectral.snippet-length-aware-scaling-gt-one")
+@pytest.mark.parametrize("log", [pytest.param(math.log, id="ln"), pytest.param(math.log10, id="log10", marks=control(
+    "the common log for ln: (log10 n)^1.7 < 1 below n = 10"))])
 @given(n=st.integers(3, 10**6))
-def test_length_aware_factor_exceeds_one_from_three_tokens(n):
-    claim_assert(polylog_multiplier(n, 1.7) > 1, "(ln n)^1.7 <= 1 for n >= 3", n=n)
+def test_length_aware_factor_exceeds_one_from_three_tokens(log, n):
+    factor = polylog_multiplier(n, 1.7) if log is math.log else log(n) ** 1.7
+    claim_assert(factor > 1, "(ln n)^1.7 <= 1 for n >= 3", n=n, factor=factor)
 
 
 @pytest.mark.claim("spectral.fix-attention-scaling-c-n")
@@ -312,3 +346,32 @@ def test_any_factor_above_one_keeps_attention_from_flattening():
                  "decays like a power of n, only more slowly than with c = 1", c2_exponent=constant["fit"].exponent,
                  c2_ci95=constant["fit"].ci95, c1_exponent=standard["fit"].exponent,
                  normalized_entropy=constant["entropy"])
+
+
+# --- the critical multiplier gamma sqrt(2 ln n): a value and a law -----------------------------------------------
+
+@pytest.mark.claim("long-context.critical-scaling-exists")
+@pytest.mark.parametrize("n,gamma,expected", [(1, 1.0, 0.0), (math.exp(2), 1.0, 2.0), (math.exp(8), 1.0, 4.0),
+                                              (math.exp(8), 0.5, 2.0), (math.exp(50), 1.0, 10.0)])
+def test_rem_critical_multiplier_takes_its_hand_computed_values(n, gamma, expected):
+    """sqrt(2 ln e^k) = sqrt(2k): 2, 4 and 10 at k = 2, 8, 50 (0 for one key); gamma scales it."""
+    got = rem_critical_multiplier(n, gamma)
+    # exp then log round-trips within 2 ulps of k; a product, a sqrt, a product: 4 ulps of the result
+    claim_assert(abs(got - expected) <= 4 * 2.0**-52 * max(expected, 1.0), "gamma sqrt(2 ln n) has the wrong value",
+                 n=n, gamma=gamma, got=got, expected=expected)
+
+
+@pytest.mark.claim("long-context.critical-scaling-exists")
+@pytest.mark.parametrize("rem_critical_multiplier", [pytest.param(rem_critical_multiplier, id="sqrt-2-ln-n"), pytest.param(
+    lambda n, gamma=1.0: gamma * math.sqrt(math.log(n)), id="sqrt-ln-n", marks=control(
+        "sqrt(ln n): the factor 2 of sqrt(2 ln n) dropped"))])
+@given(n=st.integers(2, 10**6), k=st.integers(1, 4))
+def test_rem_critical_multiplier_is_where_the_annealed_row_entropy_reaches_zero(rem_critical_multiplier, n, k):
+    """Derrida's REM: the annealed entropy ln n - beta^2 / 2 of softmax(beta z), z ~ N(0, I_n), vanishes exactly at
+    beta = sqrt(2 ln n); so beta(n^k) = sqrt(k) beta(n)."""
+    beta = rem_critical_multiplier(n)
+    # beta^2 / 2 rounds a log, a product, a sqrt and a square: 8 ulps of ln n
+    claim_assert(abs(math.log(n) - beta**2 / 2) <= 8 * 2.0**-52 * math.log(n), "ln n - beta^2 / 2 != 0 at the "
+                 "critical multiplier", n=n, beta=beta)
+    claim_assert(abs(rem_critical_multiplier(n**k) - math.sqrt(k) * beta) <= 16 * 2.0**-52 * math.sqrt(k) * beta,
+                 "beta(n^k) != sqrt(k) beta(n)", n=n, k=k)

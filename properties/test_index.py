@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, control, record, refutes
 from claimcheck.plugin import references
 from impl import param_counts as pc
 from impl.attention import attention_weights
@@ -99,9 +99,11 @@ def test_equal_attention_and_jacobian_spectra_with_different_outputs():
 # --- GQA's KV-cache saving in the Llama 3 8B configuration (index.txt lines 142 and 256) --------------------------
 
 @pytest.mark.claim("multi-head.index-gqa-divides-kv-by-h-over-g")
-def test_llama3_8b_gqa_divides_kv_cache_and_kv_projections_by_four(pytestconfig):
+@pytest.mark.parametrize("kv_heads", [pytest.param(lambda h, g: g, id="g"), pytest.param(
+    lambda h, g: h // g, id="group-size", marks=control("the group size h/g = 4 taken for the number of KV heads g"))])
+def test_llama3_8b_gqa_divides_kv_cache_and_kv_projections_by_four(pytestconfig, kv_heads):
     h = _fact(pytestconfig, "meta-llama3-8b-config", "n-heads")
-    g = _fact(pytestconfig, "meta-llama3-8b-config", "n-kv-heads")
+    g = kv_heads(h, _fact(pytestconfig, "meta-llama3-8b-config", "n-kv-heads"))
     d = _fact(pytestconfig, "meta-llama3-8b-config", "d-model")
     layers = _fact(pytestconfig, "meta-llama3-8b-config", "n-layers")
     d_head = d // h

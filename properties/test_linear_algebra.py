@@ -10,10 +10,10 @@ import math
 import pytest
 import sympy as sp
 import torch
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, control, record, refutes
 from impl.lowrank import (column_norm, dora_weight, lora_delta, lora_parameter_count, lora_weight,
                           singular_value_threshold)
 from impl.softmax import stable_softmax
@@ -36,32 +36,95 @@ def _numerical_rank(w: torch.Tensor) -> int:
     return int((s > max(w.shape) * EPS64 * max(s[0].item(), 1e-300) * 16).sum()) if s.numel() else 0
 
 
+def _diag(*values: float) -> torch.Tensor:
+    return torch.diag(torch.tensor(values, dtype=torch.float64))
+
+
+# ---- the claims' wrong variants, for the negative controls (claimcheck.control) -------------------------------
+
+
+def _normalize_by_frobenius(w: torch.Tensor) -> torch.Tensor:
+    return w / frobenius_norm(w)
+
+
+def _sum_of_squares(s: torch.Tensor) -> torch.Tensor:
+    return (s**2).sum()
+
+
+def _square_of_sum(s: torch.Tensor) -> torch.Tensor:
+    return s.sum() ** 2
+
+
+def _shrink_without_clamp(w: torch.Tensor, tau: float) -> torch.Tensor:
+    """``U (S - tau) V^T``: singular value thresholding without the ``max(., 0)``."""
+    u, s, vh = torch.linalg.svd(w, full_matrices=False)
+    return (u * (s - tau)) @ vh
+
+
+def _merged_weight_as_delta(b: torch.Tensor, a: torch.Tensor, alpha: float) -> torch.Tensor:
+    """``W + (alpha / r) B A`` returned for the update: the merged weight, W the test's own (seed 51)."""
+    return lora_weight(gaussian((b.shape[0], a.shape[1]), 51), b, a, alpha)
+
+
+def _full_parameter_count(d: int, k: int, r: int) -> int:
+    return d * k
+
+
+def _row_norm(w: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.vector_norm(w, dim=1, keepdim=True)
+
+
+def _dora_over_rows(w0, b, a, m):
+    v = w0 + b @ a
+    return m * v / _row_norm(v)
+
+
+def _dora_unnormalised(w0, b, a, m):
+    return m * (w0 + b @ a)
+
+
 @pytest.mark.claim("linear-algebra.la-spectral-norm-equals-sigma-max", "spectral.spectral-normalization-definition",
                    "spectral.spectral-normalization-lipschitz")
+@pytest.mark.parametrize("sigma_max,normalize", [
+    pytest.param(spectral_norm, spectral_normalize, id="exact"),
+    pytest.param(frobenius_norm, spectral_normalize, id="frobenius-for-sigma-max",
+                 marks=control("||W||_F taken for sigma_max: no unit vector attains it once rank(W) >= 2")),
+    pytest.param(spectral_norm, _normalize_by_frobenius, id="normalised-by-frobenius",
+                 marks=control("W / ||W||_F for W / sigma_max: spectral norm s_1 / ||W||_F < 1 once rank(W) >= 2")),
+])
 @given(w=real_matrices(1, 8, 10.0), seed=seeds())
-def test_spectral_norm_is_the_largest_singular_value_and_normalisation_makes_it_one(w, seed):
+@example(w=_diag(3.0, 1.0), seed=0)  # rank 2: the controls' variants differ from the claim here
+def test_spectral_norm_is_the_largest_singular_value_and_normalisation_makes_it_one(w, seed, sigma_max, normalize):
     assume(spectral_norm(w) > 1e-6)  # W / s_1 needs s_1 far from underflow; 1e-6 is any such bound
-    s1 = spectral_norm(w).item()
+    s1 = sigma_max(w).item()
     x = gaussian((w.shape[1], 64), seed)
     gains = torch.linalg.vector_norm(w @ x, dim=0) / torch.linalg.vector_norm(x, dim=0)
     v1 = torch.linalg.svd(w).Vh[0]
     # s_1 is within _tol(w); fl(W x) adds gamma_n |W||x|, a gain of at most n^1.5 eps s_1 <= _tol(w) (n <= 8)
     claim_assert(gains.max().item() <= s1 + 2 * _tol(w) and abs(torch.linalg.vector_norm(w @ v1).item() - s1) <= _tol(w),
                  "||W x|| / ||x|| exceeds s_1 or s_1 is not attained at v_1", w=w)
-    w_bar = spectral_normalize(w)
+    w_bar = normalize(w)
     # Lipschitz constant of x -> W_bar x in l2 is ||W_bar||_2 = 1: attained at v_1, never exceeded
     # two SVDs (of W, of W / s_1), each within _tol = 16 max(m, n) eps relative, and the division's eps
     claim_assert(abs(spectral_norm(w_bar).item() - 1) <= 2 * 16 * max(w.shape) * EPS64 + EPS64, "||W / s_1||_2 != 1", w=w)
 
 
 @pytest.mark.claim("linear-algebra.la-frobenius-penalty-sum-of-squares", "linear-algebra.la-frobenius-sq-equals-sum-sigma-sq")
+@pytest.mark.parametrize("frobenius,sum_sigma_squared", [
+    pytest.param(frobenius_norm, _sum_of_squares, id="exact"),
+    pytest.param(spectral_norm, _sum_of_squares, id="spectral-for-frobenius",
+                 marks=control("||W||_2 for ||W||_F: s_1^2 < sum W_ij^2 once rank(W) >= 2")),
+    pytest.param(frobenius_norm, _square_of_sum, id="square-of-sum",
+                 marks=control("(sum s_i)^2, the squared nuclear norm, for sum s_i^2")),
+])
 @given(w=real_matrices(1, 8, 10.0))
-def test_frobenius_norm_squared_is_sum_of_squares_and_of_squared_singular_values(w):
+@example(w=_diag(3.0, 1.0))  # rank 2: the controls' variants differ from the claim here
+def test_frobenius_norm_squared_is_sum_of_squares_and_of_squared_singular_values(w, frobenius, sum_sigma_squared):
     direct = (w**2).sum().item()
     # two n-term sums of squares (gamma_n each), a sqrt and a square; 1e-300 floors it far above subnormal rounding
-    claim_assert(abs(frobenius_norm(w).item() ** 2 - direct) <= (2 * w.numel() + 3) * EPS64 * max(direct, 1e-300),
+    claim_assert(abs(frobenius(w).item() ** 2 - direct) <= (2 * w.numel() + 3) * EPS64 * max(direct, 1e-300),
                  "||W||_F^2 != sum W_ij^2", w=w)
-    via_sigma = (singular_values(w) ** 2).sum().item()
+    via_sigma = sum_sigma_squared(singular_values(w)).item()
     # min(m, n) squares s_i^2, each off by 2 s_1 _tol(w) (s_1 floored at 1 against underflow), and the two sums
     claim_assert(abs(via_sigma - direct) <= 2 * _tol(w) * max(spectral_norm(w).item(), 1.0) * min(w.shape)
                  + 2 * w.numel() * EPS64 * direct,
@@ -76,10 +139,16 @@ def test_frobenius_norm_squared_is_the_trace_of_w_transpose_w_symbolically():
 
 
 @pytest.mark.claim("linear-algebra.la-nuclear-norm-sum-singular-values", "linear-algebra.la-nuclear-norm-convex-surrogate-of-rank")
+@pytest.mark.parametrize("nuclear", [
+    pytest.param(nuclear_norm, id="exact"),
+    pytest.param(frobenius_norm, id="frobenius-for-nuclear",
+                 marks=control("sqrt(sum s_i^2) (the Frobenius norm) for sum s_i: below it once rank(W) >= 2")),
+])
 @given(w=real_matrices(1, 6, 5.0), b=real_matrices(1, 6, 5.0), seed=seeds())
-def test_nuclear_norm_is_the_dual_of_the_spectral_norm_and_bounds_rank(w, b, seed):
+@example(w=_diag(3.0, 1.0), b=_diag(1.0, 2.0), seed=0)  # rank 2: the control's variant differs from the claim here
+def test_nuclear_norm_is_the_dual_of_the_spectral_norm_and_bounds_rank(w, b, seed, nuclear):
     u, s, vh = torch.linalg.svd(w, full_matrices=False)
-    nuc = nuclear_norm(w).item()
+    nuc = nuclear(w).item()
     # both sides sum min(m, n) singular values (or diagonal terms of an orthogonal rotation), each within _tol(w)
     claim_assert(abs(torch.trace((u @ vh).T @ w).item() - nuc) <= _tol(w) * min(w.shape),
                  "tr((U V^T)^T W) != sum s_i", w=w)
@@ -93,24 +162,30 @@ def test_nuclear_norm_is_the_dual_of_the_spectral_norm_and_bounds_rank(w, b, see
     if spectral_norm(w) > 1e-6:  # W / s_1 needs s_1 far from underflow
         r = _numerical_rank(w)
         # r values <= 1 and min(m, n) - r values below the rank threshold, each within _tol(W / s_1) = 16 max(m, n) eps
-        claim_assert(nuclear_norm(w / spectral_norm(w)).item() <= r + min(w.shape) * _tol(w / spectral_norm(w)),
+        claim_assert(nuclear(w / spectral_norm(w)).item() <= r + min(w.shape) * _tol(w / spectral_norm(w)),
                      "||W||_* > rank(W) on "
                      "the unit spectral ball", w=w)
         partial_isometry = u[:, :r] @ vh[:r]
         # min(m, n) singular values of U_r V_r^T, each within _tol of 1 or 0
-        claim_assert(abs(nuclear_norm(partial_isometry).item() - r) <= _tol(partial_isometry) * min(w.shape)
+        claim_assert(abs(nuclear(partial_isometry).item() - r) <= _tol(partial_isometry) * min(w.shape)
                      and _numerical_rank(partial_isometry) == r, "||U_r V_r^T||_* != rank", w=w, rank=r)
     if b.shape == w.shape:  # convexity: the triangle inequality of a norm
         # three nuclear norms, each within min(m, n) _tol of its matrix
-        claim_assert(nuclear_norm(w + b) <= nuclear_norm(w) + nuclear_norm(b)
+        claim_assert(nuclear(w + b) <= nuclear(w) + nuclear(b)
                      + (_tol(w) + _tol(b) + _tol(w + b)) * min(w.shape),
                      "||W + B||_* > ||W||_* + ||B||_*", w=w, b=b)
 
 
 @pytest.mark.claim("linear-algebra.la-nuclear-norm-forces-zero-singular-values")
+@pytest.mark.parametrize("threshold", [
+    pytest.param(singular_value_threshold, id="exact"),
+    pytest.param(_shrink_without_clamp, id="no-clamp-at-zero",
+                 marks=control("U (S - tau) V^T without max(., 0): a value below tau comes back as tau - s_i > 0")),
+])
 @given(w=real_matrices(1, 8, 5.0), tau=st.floats(0.0, 10.0))
-def test_singular_value_thresholding_zeroes_every_singular_value_below_tau(w, tau):
-    out = singular_value_threshold(w, tau)
+@example(w=_diag(3.0, 1.0), tau=2.0)  # one value on each side of tau
+def test_singular_value_thresholding_zeroes_every_singular_value_below_tau(w, tau, threshold):
+    out = threshold(w, tau)
     s = singular_values(w)
     expected = int((s > tau).sum())
     # U max(S - tau, 0) V^T is rebuilt and decomposed again: a zeroed value comes back within 2 _tol(w), a kept one
@@ -134,13 +209,22 @@ def _mp_kolmogorov_distance(values: torch.Tensor, m: int, n: int, variance: floa
     return (emp - cdf).abs().max().item()
 
 
+def _mp_density_without_the_2(x, m, n, variance):
+    return 2 * marchenko_pastur_density(x, m, n, variance)
+
+
 M, N = 256, 512  # nn.Linear(512, 256): weight (256, 512), fan_in 512, entry variance 1 / (3 * 512)
 V = 1 / (3 * N)
 
 
 @pytest.mark.claim("spectral.init-weight-singular-values-marchenko-pastur", "spectral.mp-density-explicit",
                    "spectral.mp-support-edges")
-def test_squared_singular_values_of_an_initialised_layer_follow_marchenko_pastur():
+@pytest.mark.parametrize("density", [
+    pytest.param(marchenko_pastur_density, id="exact"),
+    pytest.param(_mp_density_without_the_2, id="one-over-pi",
+                 marks=control("1 / (pi c s x) for the density's 1 / (2 pi c s x): mass 2")),
+])
+def test_squared_singular_values_of_an_initialised_layer_follow_marchenko_pastur(density):
     lam = singular_values(_nn_linear_weight(M, N, 50)) ** 2
     a, b = marchenko_pastur_edges(M, N, variance=V)
     record("Marchenko-Pastur edges of sigma^2 for nn.Linear(512, 256)", [a, b])
@@ -149,7 +233,7 @@ def test_squared_singular_values_of_an_initialised_layer_follow_marchenko_pastur
     claim_assert(lam.max() <= b * 1.05 and lam.min() >= a - 0.05 * b, "sigma^2 leaves [a, b]", edges=[a, b],
                  observed=[lam.min(), lam.max()])
     x = torch.linspace(a, b, 20001, dtype=torch.float64)
-    p = marchenko_pastur_density(x, M, N, V)
+    p = density(x, M, N, V)
     mass, mean = torch.trapezoid(p, x).item(), torch.trapezoid(p * x, x).item()
     # the trapezoid rule on f = C sqrt(x - edge) near each edge errs by -zeta(-1/2) h^1.5 C ~ 0.208 h^1.5 C (Navot
     # 1961), with C_a = sqrt(b - a) / (2 pi c s a), C_b the same at b (c s = m v, times x for the mean); twice that
@@ -192,37 +276,54 @@ def test_spectrum_of_an_initialised_layer_fills_one_minus_to_one_plus_sqrt_ratio
 
 @pytest.mark.claim("linear-algebra.la-lora-update-alpha-over-r-ba", "linear-algebra.la-lora-shapes-and-rank-bound",
                    "linear-algebra.la-summary-low-rank-lora-qkv-ffn", "linear-algebra.la-intro-variants-are-matrix-factorizations")
+@pytest.mark.parametrize("update,parameter_count", [
+    pytest.param(lora_delta, lora_parameter_count, id="exact"),
+    pytest.param(_merged_weight_as_delta, lora_parameter_count, id="merged-weight-as-update",
+                 marks=control("the merged weight W + (alpha/r) B A taken for the update: rank min(d, k) > r")),
+    pytest.param(lora_delta, _full_parameter_count, id="d-k-parameters",
+                 marks=control("d k trainable parameters (the full matrix) for r (d + k)")),
+])
 @given(factors=low_rank_factors(), alpha=st.floats(0.5, 32.0))
-def test_lora_update_has_rank_at_most_r_and_r_d_plus_k_parameters(factors, alpha):
+@example(factors=(_diag(1.0, 2.0, 3.0)[:, :1], _diag(1.0, 2.0, 3.0)[:1]), alpha=1.0)  # d = k = 3, r = 1
+def test_lora_update_has_rank_at_most_r_and_r_d_plus_k_parameters(factors, alpha, update, parameter_count):
     b, a = factors
     (d, r), k = b.shape, a.shape[1]
-    delta = lora_delta(b, a, alpha)
+    delta = update(b, a, alpha)
     w = gaussian((d, k), 51)
     claim_assert(delta.shape == (d, k) and _numerical_rank(delta) <= r, "rank(alpha/r B A) > r", d=d, k=k, r=r)
     # both sides: r-term products (gamma_r |B||A|), a scaling and an addition to W, rounded in either order
     scale = (w.abs() + alpha / r * (b.abs() @ a.abs())).max().item()
     claim_assert((lora_weight(w, b, a, alpha) - w - alpha / r * (b @ a)).abs().max() <= 2 * (r + 3) * EPS64 * scale,
                  "W' != W + (alpha / r) B A", r=r)
-    claim_assert(lora_parameter_count(d, k, r) == b.numel() + a.numel() == r * (d + k), "parameters != r (d + k)")
+    claim_assert(parameter_count(d, k, r) == b.numel() + a.numel() == r * (d + k), "parameters != r (d + k)")
 
 
 @pytest.mark.claim("linear-algebra.la-dora-magnitude-direction-formula", "linear-algebra.la-dora-magnitude-shape-1xk",
                    "linear-algebra.la-dora-direction-unit-column-norm")
+@pytest.mark.parametrize("norm_c,dora", [
+    pytest.param(column_norm, dora_weight, id="exact"),
+    pytest.param(_row_norm, _dora_over_rows, id="row-norm",
+                 marks=control("||.||_c taken over rows (dim 1): m is (d, 1) and the rows, not the columns, "
+                                   "get norm m")),
+    pytest.param(column_norm, _dora_unnormalised, id="no-normalisation",
+                 marks=control("m (W_0 + B A) without the division by ||W_0 + B A||_c")),
+])
 @given(factors=low_rank_factors(), seed=seeds())
-def test_dora_columns_have_norm_m_and_reduce_to_w0_at_initialisation(factors, seed):
+@example(factors=(_diag(1.0, 2.0, 3.0)[:, :1], _diag(1.0, 2.0)[:1]), seed=0)  # d = 3 != k = 2
+def test_dora_columns_have_norm_m_and_reduce_to_w0_at_initialisation(factors, seed, norm_c, dora):
     b, a = factors
     d, k = b.shape[0], a.shape[1]
     w0 = gaussian((d, k), seed)
     v = w0 + b @ a
     assume(bool((column_norm(v) > 1e-6).all()))  # V / ||V||_c needs columns far from underflow
-    m = column_norm(w0).abs() + 0.5  # any positive magnitudes, one per column: (1, k)
-    w = dora_weight(w0, b, a, m)
+    m = norm_c(w0).abs() + 0.5  # any positive magnitudes, one per column: (1, k)
+    w = dora(w0, b, a, m)
     # a d-term norm (gamma_d, then a sqrt), a division, and the d-term norm of the result: (2 d + 4) eps
-    claim_assert(m.shape == (1, k) and (column_norm(v / column_norm(v)) - 1).abs().max() <= (2 * d + 4) * EPS64,
+    claim_assert(m.shape == (1, k) and (column_norm(v / norm_c(v)) - 1).abs().max() <= (2 * d + 4) * EPS64,
                  "V / ||V||_c does not have unit columns", seed=seed)
     # as above, and the scaling by m: (2 d + 5) eps m
     claim_assert((column_norm(w) - m).abs().max() <= (2 * d + 5) * EPS64 * m.max(), "||W'||_c != m", seed=seed)
-    at_init = dora_weight(w0, torch.zeros_like(b), a, column_norm(w0))
+    at_init = dora(w0, torch.zeros_like(b), a, column_norm(w0))
     # m / ||W0||_c = 1 within two d-term norms (2 d + 2 eps), a division and a product: (2 d + 4) eps |W0|
     claim_assert((at_init - w0).abs().max() <= (2 * d + 4) * EPS64 * w0.abs().max().item(), "m = ||W0||_c, B = 0 does not "
                  "give W' = W0", seed=seed)
@@ -301,11 +402,25 @@ def test_block_diagonal_rank_is_the_sum_of_block_ranks(h, seed):
                  "rank of a block-diagonal matrix != sum of block ranks", h=h, seed=seed)
 
 
+def _row_sums(a: torch.Tensor) -> torch.Tensor:
+    return a.sum(-1)
+
+
+def _column_sums(a: torch.Tensor) -> torch.Tensor:
+    return a.sum(0)
+
+
 @pytest.mark.claim("linear-algebra.la-laplacian-d-minus-a")
+@pytest.mark.parametrize("degree", [
+    pytest.param(_row_sums, id="exact"),
+    pytest.param(_column_sums, id="column-sums",
+                 marks=control("D_ii = sum_j A_ji (column sums, the in-degree) for sum_j A_ij: D != I")),
+])
 @given(a=attention_matrices(1, 8))
-def test_attention_laplacian_is_identity_minus_a_and_kills_constants(a):
+@example(a=stable_softmax(torch.tensor([[0.0, 1.0], [2.0, 0.0]], dtype=torch.float64)))  # not doubly stochastic
+def test_attention_laplacian_is_identity_minus_a_and_kills_constants(a, degree):
     n = a.shape[0]
-    lap = torch.diag(a.sum(-1)) - a
+    lap = torch.diag(degree(a)) - a
     # softmax rows sum to 1 within (2 n - 1) u (normalisation, then the n-term sum; u = eps / 2), and one subtraction;
     # L 1 sums n terms of size <= 1 after D - A: two more n-term roundings
     claim_assert((lap - (torch.eye(n, dtype=torch.float64) - a)).abs().max() <= 2 * n * EPS64
@@ -313,9 +428,22 @@ def test_attention_laplacian_is_identity_minus_a_and_kills_constants(a):
                  "D != I or L 1 != 0 for a row-stochastic A", a=a)
 
 
+def _difference_quotient(new, old, eta):
+    return (new - old) / eta
+
+
+def _quotient_of_the_new_state(new, old, eta):
+    return new / eta
+
+
 @pytest.mark.claim("linear-algebra.la-diffusion-residual-attention-update", "linear-algebra.la-laplacian-diffusion-rewrite",
                    "linear-algebra.la-diffusion-divide-by-eta-equivalence")
-def test_residual_attention_update_equals_laplacian_form_plus_a_tokenwise_term_symbolically():
+@pytest.mark.parametrize("rate", [
+    pytest.param(_difference_quotient, id="exact"),
+    pytest.param(_quotient_of_the_new_state, id="new-state-over-eta",
+                 marks=control("X_{l+1} / eta for (X_{l+1} - X_l) / eta: the difference is not taken")),
+])
+def test_residual_attention_update_equals_laplacian_form_plus_a_tokenwise_term_symbolically(rate):
     n, d = 2, 2
     a = sp.Matrix(n, n, sp.symbols("a0:4"))
     x, w = sp.Matrix(n, d, sp.symbols("x0:4")), sp.Matrix(d, d, sp.symbols("w0:4"))
@@ -323,7 +451,7 @@ def test_residual_attention_update_equals_laplacian_form_plus_a_tokenwise_term_s
     lap = sp.eye(n) - a  # D = I for a row-stochastic A
     residual = x + a * x * w
     claim_assert(sp.expand(residual - (x + x * w - lap * x * w)) == sp.zeros(n, d), "X + A X W != X + X W - L X W")
-    claim_assert(sp.expand((residual - x) / eta - a * x * w / eta) == sp.zeros(n, d), "dividing by eta changed the update")
+    claim_assert(sp.expand(rate(residual, x, eta) - a * x * w / eta) == sp.zeros(n, d), "dividing by eta changed the update")
 
 
 @pytest.mark.claim("linear-algebra.la-diffusion-residual-attention-update")
@@ -409,10 +537,27 @@ def _spectral_condition():
     return ns["SpectralConditionedAttention"](8, 2)
 
 
+def _printed_spectral_condition(w: torch.Tensor) -> torch.Tensor:
+    return _spectral_condition().spectral_condition(w).detach()
+
+
+def _spectral_condition_min_sigma_1e3(w: torch.Tensor) -> torch.Tensor:
+    layer = _spectral_condition()
+    layer.min_sigma = 1e-3
+    return layer.spectral_condition(w).detach()
+
+
 @pytest.mark.claim("linear-algebra.spectral-condition-clamps-singular-values", "optimization.spectral-condition-kappa-bound-100")
+@pytest.mark.parametrize("condition", [
+    pytest.param(_printed_spectral_condition, id="printed"),
+    pytest.param(_spectral_condition_min_sigma_1e3, id="min-sigma-1e-3",
+                 marks=control("the printed method with min_sigma = 0.001 for the default 0.01: condition number "
+                                   "1000")),
+])
 @given(w=real_matrices(1, 8, 10.0))
-def test_spectral_condition_clamps_singular_values_to_the_interval(w):
-    out = _spectral_condition().spectral_condition(w).detach()
+@example(w=_diag(5.0, 1e-4))  # one value above max_sigma, one below min_sigma
+def test_spectral_condition_clamps_singular_values_to_the_interval(w, condition):
+    out = condition(w)
     s = singular_values(out)
     # out = U clamp(S) V^T has norm <= 1: rebuilding it and decomposing it again moves each value by <= 2 _tol(out)
     tol = 2 * _tol(out)
@@ -454,11 +599,25 @@ def test_ffn_is_a_low_rank_map():
                  rank=_numerical_rank(jac), d=8)
 
 
+def _side_by_side(y: torch.Tensor, d_k: int):
+    return y.split(d_k, dim=1)
+
+
+def _interleaved(y: torch.Tensor, d_k: int):
+    return y[:, 0::3], y[:, 1::3], y[:, 2::3]
+
+
 @pytest.mark.claim("linear-algebra.la-intro-qkv-three-matmuls")
+@pytest.mark.parametrize("split", [
+    pytest.param(_side_by_side, id="exact"),
+    pytest.param(_interleaved, id="interleaved",
+                 marks=control("columns read interleaved (q1 k1 v1 q2 ...), not as [W^Q W^K W^V] side by side")),
+])
 @given(seed=seeds(), n=st.integers(1, 6), d=st.integers(1, 6), d_k=st.integers(1, 4))
-def test_fused_qkv_projection_is_three_matrix_products(seed, n, d, d_k):
+@example(seed=0, n=2, d=2, d_k=2)  # d_k > 1: the two layouts differ
+def test_fused_qkv_projection_is_three_matrix_products(seed, n, d, d_k, split):
     x, w = gaussian((n, d), seed), gaussian((d, 3 * d_k), seed + 1)  # [W^Q W^K W^V] side by side
-    q, k, v = (x @ w).split(d_k, dim=1)
+    q, k, v = split(x @ w, d_k)
     for got, part in zip((q, k, v), w.split(d_k, dim=1)):
         # two d-term dot products per entry (gamma_d |X||W| each), summed in possibly different orders
         claim_assert((got - x @ part).abs().max() <= 2 * d * EPS64 * (x.abs() @ part.abs()).max().item(),

@@ -12,11 +12,11 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, control, record, refutes
 from impl.critical_scaling import loglog_fit
 from impl.linear_attention import (elu_plus_one, gated_delta_rule, gated_delta_rule_gate_after, gated_linear_recurrence,
                                    hidden_attention_matrix, implicit_attention_matrix, linear_attention,
@@ -30,6 +30,35 @@ from properties.strategies.spectral import gaussian, printed_code, seeds
 EPS64 = 2.0**-52
 
 
+# ---- the claims' wrong variants, for the negative controls (claimcheck.control) -------------------------------
+
+
+def _causal_summary_linear_attention(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``phi(q_t)^T sum_{i<=t} phi(k_i) v_i^T``: the summary accumulated causally (prefix sums), not over all keys."""
+    states = torch.cumsum(phi_k[:, :, None] * v[:, None, :], dim=0)  # (n, d, d_v)
+    return torch.einsum("nd,nde->ne", phi_q, states)
+
+
+def _gate_products_from_i(q: torch.Tensor, k: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """``(prod_{j=i}^t alpha_j) q_t^T k_i``: the implicit matrix with its gate product one term too long."""
+    return implicit_attention_matrix(q, k, alpha) * alpha[None, :]
+
+
+def _gate_after_delta_rule_erase_added(q, k, v, alpha, beta):
+    """``S_t = alpha_t [S_{t-1} + beta_t (S_{t-1} k_t) k_t^T + beta_t v_t k_t^T]``: the erase term's sign flipped."""
+    s = torch.zeros(v.shape[1], k.shape[1], dtype=v.dtype)
+    out = []
+    for t in range(k.shape[0]):
+        s = alpha[t] * (s + beta[t] * torch.outer(s @ k[t], k[t]) + beta[t] * torch.outer(v[t], k[t]))
+        out.append(s @ q[t])
+    return torch.stack(out)
+
+
+def _hidden_attention_decay_from_s(a_bar: torch.Tensor, b_bar: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """``c_t . (prod_{k=s}^t a_k) b_s``: the hidden attention matrix with its decay product one term too long."""
+    return hidden_attention_matrix(a_bar, a_bar * b_bar, c)
+
+
 @st.composite
 def sequences(draw, max_n: int = 8, max_d: int = 4):
     """(q, k, v) float64 with q, k (n, d), v (n, d_v), and a seed for gates."""
@@ -39,24 +68,31 @@ def sequences(draw, max_n: int = 8, max_d: int = 4):
 
 
 @pytest.mark.claim("linear-attention.la-linear-attn-associativity")
+@pytest.mark.parametrize("summary_first", [
+    pytest.param(linear_attention, id="exact"),
+    pytest.param(_causal_summary_linear_attention, id="causal-summary",
+                 marks=control("the summary accumulated causally, sum_{i<=t} phi(k_i) v_i^T, for phi(K)^T V")),
+])
 @given(qkv=sequences(max_n=12, max_d=6))
-def test_linear_attention_orders_agree_within_float32_rounding(qkv):
+@example(qkv=(gaussian((3, 2), 0), gaussian((3, 2), 1), gaussian((3, 2), 2), 0))  # n > 1: a later key to drop
+def test_linear_attention_orders_agree_within_float32_rounding(qkv, summary_first):
     q, k, v, _ = qkv
     pq, pk = elu_plus_one(q), elu_plus_one(k)
     oracle = quadratic_form_linear_attention(pq, pk, v)
     # each order: a d-term and an n-term sum of products of phi(Q) phi(K)^T >= 0 and |V|: (n + d) u of those terms each
     scale = ((pq @ pk.T) @ v.abs()).max().item()
-    claim_assert((linear_attention(pq, pk, v) - oracle).abs().max() <= (q.shape[0] + q.shape[1]) * EPS64 * scale,
+    claim_assert((summary_first(pq, pk, v) - oracle).abs().max() <= (q.shape[0] + q.shape[1]) * EPS64 * scale,
                  "phi(Q)(phi(K)^T V) != (phi(Q) phi(K)^T) V in float64", q=q, k=k)
     # float32: the summary-first order errs no more than 4x the naive (n x n) order, vs the float64 oracle
     f32 = [t.float() for t in (pq, pk, v)]
-    assert_within_reference_error(linear_attention(*f32), oracle, quadratic_form_linear_attention(*f32), c=4.0,
+    assert_within_reference_error(summary_first(*f32), oracle, quadratic_form_linear_attention(*f32), c=4.0,
                                   what="phi(Q)(phi(K)^T V), float32")
 
 
 @pytest.mark.claim("linear-attention.la-linear-attn-associativity")
-def test_flops_of_the_two_orders_are_4_n_d_dv_and_2_n2_d_plus_dv():
-    d, d_v, ns = 8, 8, [64, 128, 256, 512]
+@pytest.mark.parametrize("d,d_v", [(8, 8), (4, 12), (12, 4)])  # d != d_v both ways: the two widths cannot be swapped
+def test_flops_of_the_two_orders_are_4_n_d_dv_and_2_n2_d_plus_dv(d, d_v):
+    ns = [64, 128, 256, 512]
     linear, quadratic = [], []
     for n in ns:
         pq, pk, v = (torch.rand(n, d), torch.rand(n, d), torch.rand(n, d_v))
@@ -66,13 +102,14 @@ def test_flops_of_the_two_orders_are_4_n_d_dv_and_2_n2_d_plus_dv():
             quadratic_form_linear_attention(pq, pk, v)
         claim_assert(lin.get_total_flops() == linear_attention_flops(n, d, d_v) == 4 * n * d * d_v
                      and quad.get_total_flops() == quadratic_attention_flops(n, d, d_v) == 2 * n * n * (d + d_v),
-                     "counted FLOPs differ from the formulas", n=n, counted=[lin.get_total_flops(), quad.get_total_flops()])
+                     "counted FLOPs differ from the formulas", n=n, d=d, d_v=d_v,
+                     counted=[lin.get_total_flops(), quad.get_total_flops()])
         linear.append(linear_attention_flops(n, d, d_v))
         quadratic.append(quadratic_attention_flops(n, d, d_v))
     for name, y in (("phi(Q)(phi(K)^T V)", linear), ("(phi(Q) phi(K)^T) V", quadratic)):
-        record(f"series[FLOPs vs n, {name}, d=d_v=8]", {"n": ns, "y": y})
+        record(f"series[FLOPs vs n, {name}, d={d}, d_v={d_v}]", {"n": ns, "y": y})
         fit = loglog_fit(torch.tensor(ns), torch.tensor(y, dtype=torch.float64))
-        record(f"fit[FLOPs vs n, {name}]", fit.as_figure())
+        record(f"fit[FLOPs vs n, {name}, d={d}, d_v={d_v}]", fit.as_figure())
 
 
 @pytest.mark.claim("linear-attention.la-linear-attn-is-nystrom")
@@ -153,13 +190,18 @@ def _gates(seed: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.mark.claim("linear-attention.la-implicit-attn-scalar-gated-formula",
                    "linear-attention.la-implicit-attn-phi-psi-feature-maps-alpha-gates",
                    "linear-attention.la-implicit-attn-matrix-state-view", "linear-attention.la-intro-unified-matrix-state-recurrence")
+@pytest.mark.parametrize("implicit_matrix", [
+    pytest.param(implicit_attention_matrix, id="exact"),
+    pytest.param(_gate_products_from_i, id="gates-from-i",
+                 marks=control("prod_{j=i}^t alpha_j (an off-by-one) for prod_{j=i+1}^t alpha_j")),
+])
 @given(qkv=sequences())
-def test_scalar_gated_recurrence_equals_the_implicit_attention_sum(qkv):
+def test_scalar_gated_recurrence_equals_the_implicit_attention_sum(qkv, implicit_matrix):
     q, k, v, seed = qkv
     alpha, _ = _gates(seed, k.shape[0])
     pq, pk = elu_plus_one(q), elu_plus_one(k)  # phi, psi
     rec = gated_linear_recurrence(pq, pk, v, alpha)
-    m = implicit_attention_matrix(pq, pk, alpha)  # entries >= 0
+    m = implicit_matrix(pq, pk, alpha)  # entries >= 0
     implicit = m @ v
     # per side: products of <= n gates, d-term q.k, n-term sums over tokens: (2 n + d + 1) u of the terms M |V|
     n, d = q.shape
@@ -244,9 +286,15 @@ def _snippet_inputs(model, x: torch.Tensor):
 @pytest.mark.claim("linear-attention.gated-deltanet-snippet-delta-rule-comment", "linear-attention.gated-deltanet-snippet-sk-shape",
                    "linear-attention.gated-deltanet-snippet-output-shape", "linear-attention.gated-deltanet-snippet-beta-alpha-shapes",
                    "linear-attention.gated-deltanet-snippet-gate-order")
+@pytest.mark.parametrize("recurrence", [
+    pytest.param(gated_delta_rule_gate_after, id="exact"),
+    pytest.param(_gate_after_delta_rule_erase_added, id="erase-sign-flipped",
+                 marks=control("S + beta (S k) k^T + beta v k^T: the delta rule with its erase term's sign flipped")),
+])
 @given(seed=seeds(), b=st.integers(1, 2), n=st.integers(1, 6))
 @settings(max_examples=20)  # each example runs the printed Python loop
-def test_printed_gated_deltanet_is_the_gate_after_delta_recurrence(seed, b, n):
+@example(seed=0, b=1, n=3)  # n > 1: a state for the erase term to act on
+def test_printed_gated_deltanet_is_the_gate_after_delta_recurrence(seed, b, n, recurrence):
     model = _snippet_model()
     x = gaussian((b, n, 4), seed).float()
     with torch.no_grad():
@@ -256,10 +304,10 @@ def test_printed_gated_deltanet_is_the_gate_after_delta_recurrence(seed, b, n):
                  and bool(((beta > 0) & (beta < 1) & (alpha > 0) & (alpha < 1)).all()), "shapes or gate ranges differ",
                  shape=tuple(out.shape))
     for i in range(b):
-        ref = gated_delta_rule_gate_after(q[i].double(), k[i].double(), v[i].double(), alpha[i, :, 0].double(),
+        ref = recurrence(q[i].double(), k[i].double(), v[i].double(), alpha[i, :, 0].double(),
                                           beta[i, :, 0].double())
         # the DESIGN rule: the float32 snippet errs at most 4x the float32 naive recurrence (+ 4 ulps), vs float64
-        naive32 = gated_delta_rule_gate_after(q[i], k[i], v[i], alpha[i, :, 0], beta[i, :, 0])
+        naive32 = recurrence(q[i], k[i], v[i], alpha[i, :, 0], beta[i, :, 0])
         assert_within_reference_error(out[i], ref, naive32, c=4.0, what="printed GatedDeltaNet, float32")
 
 
@@ -280,12 +328,17 @@ def test_printed_gated_deltanet_follows_yang_et_al():
 
 
 @pytest.mark.claim("linear-attention.index-mamba-hidden-attention-same-family")
+@pytest.mark.parametrize("hidden_matrix", [
+    pytest.param(hidden_attention_matrix, id="exact"),
+    pytest.param(_hidden_attention_decay_from_s, id="decay-from-s",
+                 marks=control("prod_{k=s}^t a_k (an off-by-one) for prod_{k=s+1}^t a_k")),
+])
 @given(seed=seeds(), n=st.integers(1, 8), state=st.integers(1, 4))
-def test_selective_scan_equals_its_hidden_attention_matrix(seed, n, state):
+def test_selective_scan_equals_its_hidden_attention_matrix(seed, n, state, hidden_matrix):
     a_bar = torch.sigmoid(gaussian((n, state), seed))  # data-dependent decay in (0, 1)
     b_bar, c, x = gaussian((n, state), seed + 1), gaussian((n, state), seed + 2), gaussian((n,), seed + 3)
     scan = selective_scan(a_bar, b_bar, c, x)
-    hidden = hidden_attention_matrix(a_bar, b_bar, c)
+    hidden = hidden_matrix(a_bar, b_bar, c)
     # per side: products of <= n decays, state-term dot products, n-term sums over tokens: (2 n + state + 1) u of the
     # terms |c| (prod a) |b| |x|
     scale = (hidden_attention_matrix(a_bar, b_bar.abs(), c.abs()) @ x.abs()).max().item()

@@ -8,11 +8,11 @@ The reference is :mod:`impl.multihead`; ``torch.nn.MultiheadAttention`` and
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from torch.autograd.functional import jacobian
 
-from claimcheck import claim_assert, refutes
+from claimcheck import claim_assert, control, refutes
 from impl.multihead import (causal_mask, column_blocks, multi_head_attention, multi_head_attention_by_heads,
                             repeat_kv, scaled_dot_product)
 from impl.softmax import stable_softmax
@@ -27,23 +27,37 @@ def _per_head(w: dict, layout: HeadLayout) -> tuple[list, list, list]:
     return column_blocks(w["w_q"], layout.n_heads), [wk[j] for j in kv_of], [wv[j] for j in kv_of]
 
 
-def _head_outputs(x: torch.Tensor, w: dict, layout: HeadLayout) -> list[torch.Tensor]:
+def _interleaved_per_head(w: dict, layout: HeadLayout) -> tuple[list, list, list]:
+    """A negative control: W^i read as every h-th column (a split by view(..., d_k, h) instead of (..., h, d_k))."""
+    h = layout.n_heads
+    return tuple([w[k][:, i::h] for i in range(h)] for k in ("w_q", "w_k", "w_v"))
+
+
+def _head_outputs(x: torch.Tensor, w: dict, layout: HeadLayout, per_head=_per_head) -> list[torch.Tensor]:
     """head_i = Attention(X W_Q^i, X W_K^i, X W_V^i), i = 1..h: h x (..., n, d_v)."""
-    return [scaled_dot_product(x @ wq, x @ wk, x @ wv) for wq, wk, wv in zip(*_per_head(w, layout))]
+    return [scaled_dot_product(x @ wq, x @ wk, x @ wv) for wq, wk, wv in zip(*per_head(w, layout))]
 
 
 # --- the definition --------------------------------------------------------------------------------------------
 
 @pytest.mark.claim("multi-head.concat-heads-times-wo-definition", "multi-head.head-i-definition",
                    "multi-head.index-mha-concat-output-projection", "multi-head.index-mha-head-projections")
+@pytest.mark.parametrize("w_o_of,score_scale", [
+    pytest.param(lambda w_o: w_o, lambda d, h: 1.0, id="as-stated"),
+    pytest.param(lambda w_o: w_o.T, lambda d, h: 1.0, id="w_o-transposed",
+                 marks=control("Concat(head_i) (W^O)^T: the output projection transposed")),
+    pytest.param(lambda w_o: w_o, lambda d, h: h**-0.5, id="sqrt-d_model",
+                 marks=control("scores scaled by 1/sqrt(d_model), not 1/sqrt(d_k)"))])
 @given(layout=head_layouts(kv_sharing=False), bn=batch_lengths(), seed=seeds(), cross=st.booleans())
-def test_the_per_head_definition_computes_torch_multihead_attention(layout, bn, seed, cross):
+@example(layout=HeadLayout(4, 2, 2, 2), bn=(1, 3), seed=0, cross=False)  # h, d_k > 1: each control differs here
+def test_the_per_head_definition_computes_torch_multihead_attention(w_o_of, score_scale, layout, bn, seed, cross):
     (b, n), d = bn, layout.d_model
     mha = seeded_module(torch.nn.MultiheadAttention(d, layout.n_heads, bias=False, batch_first=True), seed + 2).eval()
     x_q = gaussian(seed, b, n, d)
     x_kv = gaussian(seed + 1, b, n + 1, d) if cross else x_q
     w_q, w_k, w_v = (w.T for w in mha.in_proj_weight.detach().chunk(3))  # paper convention (d, h d_k)
-    w_o = mha.out_proj.weight.detach().T
+    w_o = w_o_of(mha.out_proj.weight.detach().T)
+    w_q = w_q * score_scale(d, layout.n_heads)  # scales every score Q K^T by the same factor
     ours = multi_head_attention_by_heads(x_q, x_kv, column_blocks(w_q, layout.n_heads),
                                          column_blocks(w_k, layout.n_heads), column_blocks(w_v, layout.n_heads), w_o)
     with torch.no_grad():
@@ -52,8 +66,12 @@ def test_the_per_head_definition_computes_torch_multihead_attention(layout, bn, 
 
 
 @pytest.mark.claim("multi-head.la-obs2-dk-equals-d-over-h")
+@pytest.mark.parametrize("width", [pytest.param(lambda layout: layout.d_head, id="d/h"), pytest.param(
+    lambda layout: layout.d_model, id="d", marks=control("heads of width d_k = d: W^Q is d x h d"))])
 @given(layout=head_layouts(), bn=batch_lengths(), seed=seeds())
-def test_one_d_by_d_projection_per_role_equals_h_per_head_projections(layout, bn, seed):
+@example(layout=HeadLayout(4, 2, 2, 2), bn=(1, 3), seed=0)  # h > 1: the control's W^Q is not d x d
+def test_one_d_by_d_projection_per_role_equals_h_per_head_projections(width, layout, bn, seed):
+    layout = HeadLayout(layout.d_model, layout.n_heads, layout.n_kv_heads, width(layout))
     (b, n), w = bn, mha_weights(layout, seed)
     x = gaussian(seed + 7, b, n, layout.d_model)
     claim_assert(w["w_q"].shape == (layout.d_model, layout.n_heads * layout.d_head) == (layout.d_model,) * 2,
@@ -63,10 +81,20 @@ def test_one_d_by_d_projection_per_role_equals_h_per_head_projections(layout, bn
     assert_equal_up_to_rounding(fused, by_heads, "one large projection != h per-head projections", layout=layout)
 
 
+def _block_diagonal(w_o: torch.Tensor, layout: HeadLayout) -> torch.Tensor:
+    """W^O with only its diagonal blocks kept: output block i reads head i alone (a negative control)."""
+    keep = torch.block_diag(*[torch.ones(layout.d_head, layout.d_model // layout.n_heads)] * layout.n_heads)
+    return w_o * keep.to(w_o.dtype)
+
+
 @pytest.mark.claim("multi-head.wo-fuses-head-outputs")
+@pytest.mark.parametrize("w_o_of", [pytest.param(lambda w_o, layout: w_o, id="dense"), pytest.param(
+    _block_diagonal, id="block-diagonal", marks=control("a block-diagonal W^O: each output reads one head"))])
 @given(layout=head_layouts(kv_sharing=False), bn=batch_lengths(), seed=seeds())
-def test_wo_output_is_a_sum_over_heads_of_each_head_times_its_rows_of_wo(layout, bn, seed):
+@example(layout=HeadLayout(4, 2, 2, 2), bn=(1, 3), seed=0)  # h > 1: the control's W^O leaves out a head
+def test_wo_output_is_a_sum_over_heads_of_each_head_times_its_rows_of_wo(w_o_of, layout, bn, seed):
     (b, n), w = bn, mha_weights(layout, seed)
+    w["w_o"] = w_o_of(w["w_o"], layout)
     x = gaussian(seed + 7, b, n, layout.d_model)
     heads = _head_outputs(x, w, layout)
     w_o_rows = w["w_o"].split(layout.d_head, dim=0)  # W_O^(i): (d_v, d)
@@ -77,17 +105,19 @@ def test_wo_output_is_a_sum_over_heads_of_each_head_times_its_rows_of_wo(layout,
 
 
 @pytest.mark.claim("multi-head.heads-independent-before-wo")
+@pytest.mark.parametrize("per_head", [pytest.param(_per_head, id="column-blocks"), pytest.param(
+    _interleaved_per_head, id="interleaved", marks=control("heads split as every h-th column: view(..., d_k, h)"))])
 @given(layout=head_layouts(kv_sharing=False, min_heads=2), bn=batch_lengths(), seed=seeds(), data=st.data())
-def test_a_head_is_unchanged_when_another_heads_projections_change(layout, bn, seed, data):
+def test_a_head_is_unchanged_when_another_heads_projections_change(per_head, layout, bn, seed, data):
     (b, n), w = bn, mha_weights(layout, seed)
     j = data.draw(st.integers(0, layout.n_heads - 1), label="perturbed head")
     x = gaussian(seed + 7, b, n, layout.d_model)
-    before = _head_outputs(x, w, layout)
+    before = _head_outputs(x, w, layout, per_head)
     cols = slice(j * layout.d_head, (j + 1) * layout.d_head)
     moved = {k: v.clone() for k, v in w.items()}
     for k in ("w_q", "w_k", "w_v"):
         moved[k][:, cols] += gaussian(seed + 11, layout.d_model, layout.d_head)
-    after = _head_outputs(x, moved, layout)
+    after = _head_outputs(x, moved, layout, per_head)
     for i in range(layout.n_heads):
         if i != j:
             claim_assert(torch.equal(before[i], after[i]), "head i changed with head j's projections", i=i, j=j)
@@ -95,8 +125,10 @@ def test_a_head_is_unchanged_when_another_heads_projections_change(layout, bn, s
 
 
 @pytest.mark.claim("multi-head.each-head-in-dk-subspace")
+@pytest.mark.parametrize("value_of", [pytest.param(lambda w, wv: wv, id="own-W_V^i"), pytest.param(
+    lambda w, wv: w["w_v"], id="all-of-W_V", marks=control("the head reads the whole W^V, not its d_k columns"))])
 @given(layout=head_layouts(kv_sharing=False, min_heads=4), bn=batch_lengths(), seed=seeds(), data=st.data())
-def test_a_head_sees_the_input_only_through_its_three_d_k_dimensional_projections(layout, bn, seed, data):
+def test_a_head_sees_the_input_only_through_its_three_d_k_dimensional_projections(value_of, layout, bn, seed, data):
     # h >= 4 heads of width d_k: 3 d_k < d = h d_k, so the head's projections leave a non-trivial null space
     (b, n), w = bn, mha_weights(layout, seed)
     i = data.draw(st.integers(0, layout.n_heads - 1), label="head")
@@ -105,6 +137,7 @@ def test_a_head_sees_the_input_only_through_its_three_d_k_dimensional_projection
     null = torch.linalg.svd(proj.T).Vh[3 * layout.d_head:]  # rows spanning {z : z W = 0}: (d - 3 d_k, d)
     x = gaussian(seed + 7, b, n, layout.d_model)
     z = gaussian(seed + 9, b, n, null.shape[0]) @ null  # input moved inside the null space
+    wv = value_of(w, wv)
     out = scaled_dot_product(x @ wq, x @ wk, x @ wv)
     moved = scaled_dot_product((x + z) @ wq, (x + z) @ wk, (x + z) @ wv)
     assert_equal_up_to_rounding(moved, out, "head i depends on input directions outside its projections", head=i)

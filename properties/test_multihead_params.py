@@ -5,14 +5,14 @@ Every figure is compared with parameters counted on a real module, ``torch.nn.Mu
 import pytest
 import torch
 
-from claimcheck import claim_assert, refutes
+from claimcheck import claim_assert, control, refutes
 
 D_MODEL, H = 512, 8
 D_K = D_V = D_MODEL // H
 
 
-def _module() -> torch.nn.MultiheadAttention:
-    return torch.nn.MultiheadAttention(D_MODEL, H, bias=True)
+def _module(h: int = H) -> torch.nn.MultiheadAttention:
+    return torch.nn.MultiheadAttention(D_MODEL, h, bias=True)
 
 
 def _counts() -> dict[str, int]:
@@ -27,10 +27,12 @@ def _counts() -> dict[str, int]:
 
 
 @pytest.mark.claim("multi-head.param-count-wqkv-formula")
-def test_qkv_projection_weights_number_3_h_dmodel_dk():
+@pytest.mark.parametrize("formula", [pytest.param(3 * H * D_MODEL * D_K, id="3h*d_model*d_k"), pytest.param(
+    3 * D_MODEL * D_K, id="3d_model*d_k", marks=control("the factor h dropped: 3 d_model d_k"))])
+def test_qkv_projection_weights_number_3_h_dmodel_dk(formula):
     counted = _counts()["qkv_weights"]
-    claim_assert(counted == 3 * H * D_MODEL * D_K, "3 h d_model d_k does not count the W_Q, W_K, W_V weights",
-                 counted=counted, formula=3 * H * D_MODEL * D_K)
+    claim_assert(counted == formula, "3 h d_model d_k does not count the W_Q, W_K, W_V weights",
+                 counted=counted, formula=formula)
 
 
 @pytest.mark.claim("multi-head.param-count-wqkv-value")
@@ -48,9 +50,12 @@ def test_qkv_projection_weights_are_786432():
 
 
 @pytest.mark.claim("multi-head.param-count-wo")
-def test_output_projection_weights_are_262144():
+@pytest.mark.parametrize("stated", [pytest.param((H, 262_144), id="8x64x512"), pytest.param(
+    (1, 32_768), id="64x512", marks=control("the factor h dropped: d_v x d_model = 32,768"))])
+def test_output_projection_weights_are_262144(stated):
+    heads, figure = stated
     counted = _counts()["out_weights"]
-    claim_assert(counted == H * D_V * D_MODEL == 262_144, "W^O does not hold 8 x 64 x 512 = 262,144 weights",
+    claim_assert(counted == heads * D_V * D_MODEL == figure, "W^O does not hold 8 x 64 x 512 = 262,144 weights",
                  counted=counted)
 
 
@@ -85,7 +90,9 @@ def test_multi_head_has_exactly_the_parameters_of_full_width_single_head_attenti
 
 
 @pytest.mark.claim("multi-head.config-512-8-dk-64")
-def test_example_configuration_has_d_k_equal_d_model_over_h():
-    m = _module()
-    claim_assert(D_MODEL % H == 0 and D_MODEL // H == 64 == m.head_dim, "d_k = d_v = d_model / h does not give 64",
-                 d_model=D_MODEL, h=H, head_dim=m.head_dim)
+@pytest.mark.parametrize("h", [pytest.param(H, id="8-heads"), pytest.param(
+    16, id="16-heads", marks=control("16 heads: d_model / h = 32, not 64"))])
+def test_example_configuration_has_d_k_equal_d_model_over_h(h):
+    m = _module(h)
+    claim_assert(D_MODEL % h == 0 and D_MODEL // h == 64 == m.head_dim, "d_k = d_v = d_model / h does not give 64",
+                 d_model=D_MODEL, h=h, head_dim=m.head_dim)

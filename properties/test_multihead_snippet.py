@@ -9,10 +9,10 @@ import math
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, refutes
+from claimcheck import claim_assert, control, refutes
 from impl import param_counts as pc
 from impl.multihead import MultiHeadAttention
 from properties.strategies.architecture import (HeadLayout, assert_equal_up_to_rounding, batch_lengths, gaussian,
@@ -31,28 +31,49 @@ def _printed_mha(d: int, h: int, seed: int) -> torch.nn.Module:
     return seeded_module(_printed_class()(d, h), seed).eval()
 
 
-def _as_ours(printed_mha: torch.nn.Module) -> MultiHeadAttention:
-    """:class:`impl.multihead.MultiHeadAttention` holding the printed module's weights and biases."""
+def _as_ours(printed_mha: torch.nn.Module, transpose_w_o: bool = False) -> MultiHeadAttention:
+    """:class:`impl.multihead.MultiHeadAttention` holding the printed module's weights and biases (``transpose_w_o``:
+    W^O transposed, a negative control)."""
     ours = MultiHeadAttention(printed_mha.d_model, printed_mha.num_heads, bias=True).double()
-    ours.load_state_dict({k.replace("W_", "w_"): v for k, v in printed_mha.state_dict().items()})
+    state = {k.replace("W_", "w_"): v for k, v in printed_mha.state_dict().items()}
+    if transpose_w_o:
+        state["w_o.weight"] = state["w_o.weight"].T.contiguous()
+    ours.load_state_dict(state)
     return ours
 
 
+def _head_block(t: torch.Tensor, i: int, n_heads: int, d_k: int) -> torch.Tensor:
+    """Head i's features of a (..., h d_k) tensor: column block i."""
+    return t[..., i * d_k:(i + 1) * d_k]
+
+
+def _interleaved(t: torch.Tensor, i: int, n_heads: int, d_k: int) -> torch.Tensor:
+    """A negative control: every h-th column from i, the split of view(..., d_k, h) instead of (..., h, d_k)."""
+    return t[..., i::n_heads]
+
+
+
 @pytest.mark.claim("multi-head.snippet-mha-forward-computes-formula")
+@pytest.mark.parametrize("transpose_w_o", [pytest.param(False, id="W^O"), pytest.param(
+    True, id="W^O-transposed", marks=control("Concat(head_i) (W^O)^T: the output projection transposed"))])
 @given(layout=head_layouts(kv_sharing=False), bn=batch_lengths(), seed=seeds(), cross=st.booleans())
-def test_printed_multi_head_attention_computes_concat_of_heads_times_wo(layout, bn, seed, cross):
+@example(layout=HeadLayout(2, 1, 1, 2), bn=(1, 2), seed=0, cross=False)  # d > 1: (W^O)^T differs from W^O
+def test_printed_multi_head_attention_computes_concat_of_heads_times_wo(transpose_w_o, layout, bn, seed, cross):
     (b, n), d = bn, layout.d_model
     m = _printed_mha(d, layout.n_heads, seed)
     x_q = gaussian(seed + 1, b, n, d)
     x_kv = gaussian(seed + 2, b, n + 2, d) if cross else x_q
     with torch.no_grad():
-        theirs, ours = m(x_q, x_kv, x_kv), _as_ours(m)(x_q, x_kv)
+        theirs, ours = m(x_q, x_kv, x_kv), _as_ours(m, transpose_w_o)(x_q, x_kv)
     assert_equal_up_to_rounding(theirs, ours, "printed forward != Concat(head_i) W^O", layout=layout, cross=cross)
 
 
 @pytest.mark.claim("multi-head.snippet-requires-divisible-dmodel")
+@pytest.mark.parametrize("scale_of", [pytest.param(lambda d, h: math.sqrt(d // h), id="sqrt-d_k"), pytest.param(
+    lambda d, h: math.sqrt(d), id="sqrt-d_model", marks=control("the scale sqrt(d_model), not sqrt(d_k)"))])
 @given(d=st.integers(1, 24), h=st.integers(1, 8))
-def test_printed_constructor_accepts_exactly_divisible_widths_and_scales_by_sqrt_d_k(d, h):
+@example(d=8, h=2)  # h > 1 divides d: sqrt(d_model) != sqrt(d_k)
+def test_printed_constructor_accepts_exactly_divisible_widths_and_scales_by_sqrt_d_k(scale_of, d, h):
     try:
         m = _printed_class()(d, h)
     except AssertionError:  # the printed `assert d_model % num_heads == 0`
@@ -60,17 +81,19 @@ def test_printed_constructor_accepts_exactly_divisible_widths_and_scales_by_sqrt
     claim_assert((m is not None) == (d % h == 0), "construction succeeds other than exactly when h divides d",
                  d=d, h=h, built=m is not None)
     if m is not None:
-        claim_assert(m.d_k == d // h and m.scale == math.sqrt(d // h), "d_k != d // h or scale != sqrt(d_k)",
+        claim_assert(m.d_k == d // h and m.scale == scale_of(d, h), "d_k != d // h or scale != sqrt(d_k)",
                      d_k=m.d_k, scale=m.scale)
 
 
 @pytest.mark.claim("multi-head.snippet-qkv-linear-d-model-square", "multi-head.param-total-360k")
-def test_printed_mha_512_8_has_four_512_by_512_linears_and_1050624_parameters():
+@pytest.mark.parametrize("shape", [pytest.param((512, 512), id="512x512"), pytest.param(
+    (64, 512), id="64x512", marks=control("one 512 -> 64 linear per head, not one 512 x 512 linear for all heads"))])
+def test_printed_mha_512_8_has_four_512_by_512_linears_and_1050624_parameters(shape):
     m = _printed_class()(512, 8)
     shapes = {name: tuple(lin.weight.shape) for name, lin in (("W_q", m.W_q), ("W_k", m.W_k), ("W_v", m.W_v),
                                                                  ("W_o", m.W_o))}
     total = pc.count_parameters(m)
-    claim_assert(all(s == (512, 512) for s in shapes.values()), "a projection is not 512 x 512", **shapes)
+    claim_assert(all(s == shape for s in shapes.values()), "a projection is not 512 x 512", **shapes)
     claim_assert(total == 4 * 512 * 512 + 4 * 512 == 1_050_624 == pc.attention_params(512, 8, bias=True)
                  == pc.count_parameters(torch.nn.MultiheadAttention(512, 8)),
                  "the printed module does not hold 1,050,624 parameters", counted=total)
@@ -85,29 +108,41 @@ def _forward_locals(layout, bn, seed, n_k=None):
 
 
 @pytest.mark.claim("multi-head.snippet-split-heads-shape-comment")
+@pytest.mark.parametrize("block", [pytest.param(_head_block, id="column-block"), pytest.param(
+    _interleaved, id="interleaved", marks=control(
+    "heads as every h-th column, view(..., d_k, h) in place of (..., h, d_k)"))])
 @given(layout=head_layouts(kv_sharing=False), bn=batch_lengths(), seed=seeds())
-def test_printed_split_gives_b_h_n_d_k_with_head_i_the_ith_column_block(layout, bn, seed):
+@example(layout=HeadLayout(4, 2, 2, 2), bn=(1, 3), seed=0)  # h, d_k > 1: interleaving differs here
+def test_printed_split_gives_b_h_n_d_k_with_head_i_the_ith_column_block(block, layout, bn, seed):
     m, x, _, _, seen = _forward_locals(layout, bn, seed)
     q, (b, n), dk = seen["Q"], bn, layout.d_head
     claim_assert(tuple(q.shape) == (b, layout.n_heads, n, dk), "Q is not (B, h, n, d_k)", shape=tuple(q.shape))
     with torch.no_grad():
         projected = m.W_q(x)  # (B, n, d_model)
     for i in range(layout.n_heads):
-        assert_equal_up_to_rounding(q[:, i], projected[..., i * dk:(i + 1) * dk], "head i is not column block i")
+        assert_equal_up_to_rounding(q[:, i], block(projected, i, layout.n_heads, dk), "head i is not column block i")
 
 
 @pytest.mark.claim("multi-head.snippet-scores-shape-comment")
+@pytest.mark.parametrize("stated", [pytest.param(lambda b, h, n, d_k: (b, h, n, n), id="B,h,n,n"), pytest.param(
+    lambda b, h, n, d_k: (b, h, n, d_k), id="B,h,n,d_k", marks=control("the scores taken as (B, h, n, d_k)"))])
 @given(layout=head_layouts(kv_sharing=False), bn=batch_lengths(), seed=seeds())
-def test_printed_scores_are_b_h_n_n_in_self_attention(layout, bn, seed):
+@example(layout=HeadLayout(4, 2, 2, 2), bn=(1, 3), seed=0)  # n != d_k
+def test_printed_scores_are_b_h_n_n_in_self_attention(stated, layout, bn, seed):
     *_, seen = _forward_locals(layout, bn, seed)
     (b, n) = bn
-    claim_assert(tuple(seen["scores"].shape) == (b, layout.n_heads, n, n), "scores are not (B, h, n, n)",
+    claim_assert(tuple(seen["scores"].shape) == stated(b, layout.n_heads, n, layout.d_head),
+                 "scores are not (B, h, n, n)",
                  shape=tuple(seen["scores"].shape))
 
 
 @pytest.mark.claim("multi-head.snippet-merge-heads-shape-comment")
+@pytest.mark.parametrize("block", [pytest.param(_head_block, id="column-block"), pytest.param(
+    _interleaved, id="interleaved", marks=control(
+    "heads as every h-th column, view(..., d_k, h) in place of (..., h, d_k)"))])
 @given(layout=head_layouts(kv_sharing=False), bn=batch_lengths(), seed=seeds(), extra=st.integers(0, 3))
-def test_printed_merge_turns_b_h_n_d_k_into_b_n_d_model_concatenating_heads_in_order(layout, bn, seed, extra):
+@example(layout=HeadLayout(4, 2, 2, 2), bn=(1, 3), seed=0, extra=1)  # h, d_k > 1: interleaving differs here
+def test_printed_merge_turns_b_h_n_d_k_into_b_n_d_model_concatenating_heads_in_order(block, layout, bn, seed, extra):
     (b, n), dk = bn, layout.d_head
     *_, seen = _forward_locals(layout, bn, seed, n_k=n + extra)
     per_head = seen["attn_weights"] @ seen["V"]  # (B, h, n, d_k)
@@ -117,7 +152,8 @@ def test_printed_merge_turns_b_h_n_d_k_into_b_n_d_model_concatenating_heads_in_o
     claim_assert(tuple(context.shape) == (b, n, layout.d_model), "context is not (B, n, d_model)",
                  shape=tuple(context.shape))
     for i in range(layout.n_heads):
-        claim_assert(torch.equal(context[..., i * dk:(i + 1) * dk], per_head[:, i]), "merged block i != head i", i=i)
+        claim_assert(torch.equal(block(context, i, layout.n_heads, dk), per_head[:, i]), "merged block i != head i",
+                     i=i)
 
 
 def _causal_run(layout, n, seed, dtype, later_seed=None):

@@ -5,16 +5,17 @@ foundations.txt lines 180-224 and 272-278; linear-algebra.txt line 455.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import math
 
 import pytest
 import sympy as sp
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, premise, refutes
+from claimcheck import claim_assert, control, premise, refutes
 from claimcheck.snippets import run_snippet
 from impl.rope import rope_frequencies, rope_interleaved
 from impl.sinusoidal import shift_matrix, sinusoidal_encoding
@@ -75,10 +76,38 @@ def test_self_attention_is_permutation_equivariant(case):
 
 # --- the sinusoidal encoding (foundations:188-203) ------------------------------------------------------------
 
+# wrong variants for the negative controls: the encoding with one plausible bug each
+
+def _cos_on_even_sin_on_odd(positions, d_model: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Line 188 with sin and cos swapped: cos(pos / 10000^{2i/d}) in column 2i, sin in column 2i+1."""
+    j = torch.arange(d_model)
+    angles = torch.as_tensor(positions).to(dtype)[..., None] / 10000.0 ** ((j - j % 2) / d_model).to(dtype)
+    return torch.where(j % 2 == 0, torch.cos(angles), torch.sin(angles))
+
+
+def _scaled_by_sqrt_d_model(positions, d_model: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The code multiplied by sqrt(d_model), the token embeddings' scale in the original Transformer."""
+    return math.sqrt(d_model) * sinusoidal_encoding(positions, d_model, dtype=dtype)
+
+
+MAX_LEN = 5000  # the printed PositionalEncoding's default table length (foundations.txt line 208)
+
+
+def _table_clamped_at_max_len(positions, d_model: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """A table of MAX_LEN rows, one per trained position, read with the position clamped to the last row."""
+    return sinusoidal_encoding(torch.as_tensor(positions).clamp(max=MAX_LEN - 1), d_model, dtype=dtype)
+
+
 @pytest.mark.claim("positional.sinusoidal-formula-sin-even-cos-odd")
+@pytest.mark.parametrize("encoding", [
+    pytest.param(sinusoidal_encoding, id="impl"),
+    pytest.param(_cos_on_even_sin_on_odd, id="sin-cos-swapped", marks=control(
+        "cos in the even columns and sin in the odd ones")),
+])
 @given(d_model=st.integers(1, 32), pos=st.integers(0, 10_000))
-def test_encoding_is_sin_on_even_and_cos_on_odd_columns(d_model, pos):
-    pe = sinusoidal_encoding(torch.tensor(pos), d_model)
+@example(d_model=4, pos=3)
+def test_encoding_is_sin_on_even_and_cos_on_odd_columns(encoding, d_model, pos):
+    pe = encoding(torch.tensor(pos), d_model)
     formula = [math.sin(pos / 10000 ** (j / d_model)) if j % 2 == 0 else math.cos(pos / 10000 ** ((j - 1) / d_model))
                for j in range(d_model)]  # column 2i: sin(pos / 10000^{2i/d}), column 2i+1: cos(same)
     # both are float64 evaluations of pos * 10000^{-2i/d}: the angle (<= 10^4) may differ by a few ulps.
@@ -87,33 +116,74 @@ def test_encoding_is_sin_on_even_and_cos_on_odd_columns(d_model, pos):
 
 
 @pytest.mark.claim("positional.sinusoidal-bounded")
+@pytest.mark.parametrize("encoding", [
+    pytest.param(sinusoidal_encoding, id="impl"),
+    pytest.param(_scaled_by_sqrt_d_model, id="scaled", marks=control(
+        "the code scaled by sqrt(d_model), the embedding scale of the original Transformer")),
+])
 @given(d_model=st.integers(1, 64), pos=st.floats(-1e30, 1e30), dtype=st.sampled_from([torch.float64, torch.float32]))
-def test_every_entry_lies_in_minus_one_one(d_model, pos, dtype):
-    pe = sinusoidal_encoding(torch.tensor(pos), d_model, dtype=dtype)
+@example(d_model=4, pos=0.0, dtype=torch.float64)  # cos(0) = 1: the bound is attained
+def test_every_entry_lies_in_minus_one_one(encoding, d_model, pos, dtype):
+    pe = encoding(torch.tensor(pos), d_model, dtype=dtype)
     claim_assert(bool(torch.isfinite(pe).all()) and pe.abs().max().item() <= 1.0, "an entry left [-1, 1]",
                  pos=pos, d_model=d_model, dtype=str(dtype), max_abs=pe.abs().max().item())
 
 
+def _angle_addition(a, b, sin, cos):
+    """The right-hand sides of sin(a + b) and cos(a + b) as stated (line 201), for sympy or math."""
+    return sin(a) * cos(b) + cos(a) * sin(b), cos(a) * cos(b) - sin(a) * sin(b)
+
+
+def _angle_addition_cos_sign_flipped(a, b, sin, cos):
+    return sin(a) * cos(b) + cos(a) * sin(b), cos(a) * cos(b) + sin(a) * sin(b)
+
+
+ANGLE_ADDITION = [
+    pytest.param(_angle_addition, id="stated"),
+    pytest.param(_angle_addition_cos_sign_flipped, id="cos-sign-flipped", marks=control(
+        "cos(a + b) = cos a cos b + sin a sin b: the other sign (the difference formula)")),
+]
+
+
 @pytest.mark.claim("positional.trig-addition-identities")
-def test_angle_addition_identities_symbolically():
+@pytest.mark.parametrize("addition", ANGLE_ADDITION)
+def test_angle_addition_identities_symbolically(addition):
     a, b = sp.symbols("alpha beta", real=True)
-    claim_assert(sp.expand_trig(sp.sin(a + b)) == sp.sin(a) * sp.cos(b) + sp.cos(a) * sp.sin(b), "sin(a + b)")
-    claim_assert(sp.expand_trig(sp.cos(a + b)) == sp.cos(a) * sp.cos(b) - sp.sin(a) * sp.sin(b), "cos(a + b)")
+    sin_ab, cos_ab = addition(a, b, sp.sin, sp.cos)
+    claim_assert(sp.expand_trig(sp.sin(a + b)) == sin_ab, "sin(a + b)")
+    claim_assert(sp.expand_trig(sp.cos(a + b)) == cos_ab, "cos(a + b)")
 
 
 @pytest.mark.claim("positional.trig-addition-identities")
+@pytest.mark.parametrize("addition", ANGLE_ADDITION)
 @given(a=st.floats(-1e3, 1e3), b=st.floats(-1e3, 1e3))
-def test_angle_addition_identities_numerically(a, b):
+@example(a=1.0, b=1.0)
+def test_angle_addition_identities_numerically(addition, a, b):
     # sin/cos of an argument of size <= 2000 are correct to about |argument| ulp: bound 8 * 2000 * eps.
     tol = 8 * 2e3 * EPS64
-    claim_assert(abs(math.sin(a + b) - (math.sin(a) * math.cos(b) + math.cos(a) * math.sin(b))) <= tol, "sin", a=a, b=b)
-    claim_assert(abs(math.cos(a + b) - (math.cos(a) * math.cos(b) - math.sin(a) * math.sin(b))) <= tol, "cos", a=a, b=b)
+    sin_ab, cos_ab = addition(a, b, math.sin, math.cos)
+    claim_assert(abs(math.sin(a + b) - sin_ab) <= tol, "sin", a=a, b=b)
+    claim_assert(abs(math.cos(a + b) - cos_ab) <= tol, "cos", a=a, b=b)
+
+
+def _shift_block(wk):
+    """M_k on one (sin, cos) pair: [[cos wk, sin wk], [-sin wk, cos wk]]."""
+    return sp.Matrix([[sp.cos(wk), sp.sin(wk)], [-sp.sin(wk), sp.cos(wk)]])
+
+
+def _shift_block_transposed(wk):
+    return sp.Matrix([[sp.cos(wk), -sp.sin(wk)], [sp.sin(wk), sp.cos(wk)]])
 
 
 @pytest.mark.claim("positional.sinusoidal-shift-is-rotation")
-def test_shift_of_one_sin_cos_pair_is_a_rotation_symbolically():
+@pytest.mark.parametrize("shift_block", [
+    pytest.param(_shift_block, id="stated"),
+    pytest.param(_shift_block_transposed, id="transposed", marks=control(
+        "the block transposed, [[cos, -sin], [sin, cos]]: it shifts by -k")),
+])
+def test_shift_of_one_sin_cos_pair_is_a_rotation_symbolically(shift_block):
     p, k, w = sp.symbols("pos k omega", real=True)
-    block = sp.Matrix([[sp.cos(w * k), sp.sin(w * k)], [-sp.sin(w * k), sp.cos(w * k)]])
+    block = shift_block(w * k)
     shifted = block * sp.Matrix([sp.sin(w * p), sp.cos(w * p)])
     target = sp.Matrix([sp.sin(w * (p + k)), sp.cos(w * (p + k))])
     claim_assert(all(sp.simplify(sp.expand_trig(e)) == 0 for e in shifted - target), "M_k PE_pos != PE_{pos+k}")
@@ -123,9 +193,15 @@ def test_shift_of_one_sin_cos_pair_is_a_rotation_symbolically():
 
 
 @pytest.mark.claim("positional.sinusoidal-shift-is-rotation")
+@pytest.mark.parametrize("shift", [
+    pytest.param(shift_matrix, id="impl"),
+    pytest.param(lambda k, d_model: shift_matrix(-k, d_model), id="transposed", marks=control(
+        "M_{-k} = M_k^T: the rotation the other way")),
+])
 @given(d_model=even_head_dims(2, 64), pos=integer_positions(), k=integer_positions())
-def test_pe_at_pos_plus_k_is_a_fixed_rotation_of_pe_at_pos(d_model, pos, k):
-    m = shift_matrix(k, d_model)  # built from k and the frequencies only
+@example(d_model=2, pos=0, k=1)
+def test_pe_at_pos_plus_k_is_a_fixed_rotation_of_pe_at_pos(shift, d_model, pos, k):
+    m = shift(k, d_model)  # built from k and the frequencies only
     eye = torch.eye(d_model, dtype=torch.float64)
     # angles up to |pos| + |k| <= 2e4 rad are rounded to ~(|pos| + |k|) ulp; M_k PE adds 2 products per entry.
     tol = 8 * EPS64 * (abs(pos) + abs(k) + d_model)
@@ -136,37 +212,56 @@ def test_pe_at_pos_plus_k_is_a_fixed_rotation_of_pe_at_pos(d_model, pos, k):
 
 
 @pytest.mark.claim("positional.sinusoidal-uniqueness")
-def test_codes_of_distinct_integers_differ_in_exact_arithmetic():
-    # The i = 0 pair is (sin pos, cos pos): equal for pos != pos' only if pos - pos' = 2 pi j, j != 0,
-    # i.e. only if pi = (pos - pos') / (2 j) were rational; and |PE_p - PE_p'| >= 2 |sin((p - p')/2)|.
+@pytest.mark.parametrize("omega", [
+    pytest.param(sp.Integer(1), id="stated"),
+    pytest.param(2 * sp.pi, id="whole-turn", marks=control(
+        "angles 2 pi pos / 10000^{2i/d} (the Fourier-feature convention): the i = 0 pair turns once per position")),
+])
+def test_codes_of_distinct_integers_differ_in_exact_arithmetic(omega):
+    # The i = 0 pair is (sin omega pos, cos omega pos), omega = 10000^0 = 1: equal for pos != pos' only if
+    # omega (pos - pos') = 2 pi j, j != 0, i.e. only if the period 2 pi / omega were rational; and
+    # |PE_p - PE_p'| >= 2 |sin(omega (p - p')/2)|.
+    claim_assert(bool((2 * sp.pi / omega).is_irrational), "the i = 0 pair's period 2 pi / omega is rational: "
+                 "it repeats on integer positions", period=str(2 * sp.pi / omega))
     p, pp = sp.symbols("p p_prime", real=True)
-    gap2 = (sp.sin(p) - sp.sin(pp)) ** 2 + (sp.cos(p) - sp.cos(pp)) ** 2
-    claim_assert(sp.simplify(sp.expand_trig(gap2 - 4 * sp.sin((p - pp) / 2) ** 2)) == 0,
-                 "the i = 0 pair's squared gap is not 4 sin^2((p - p')/2)")
-    claim_assert(bool(sp.pi.is_irrational), "pi is not known to sympy as irrational")
+    gap2 = (sp.sin(omega * p) - sp.sin(omega * pp)) ** 2 + (sp.cos(omega * p) - sp.cos(omega * pp)) ** 2
+    claim_assert(sp.simplify(sp.expand_trig(gap2 - 4 * sp.sin(omega * (p - pp) / 2) ** 2)) == 0,
+                 "the i = 0 pair's squared gap is not 4 sin^2(omega (p - p')/2)")
 
 
 @pytest.mark.claim("positional.sinusoidal-uniqueness")
+@pytest.mark.parametrize("encoding", [
+    pytest.param(sinusoidal_encoding, id="impl"),
+    pytest.param(_table_clamped_at_max_len, id="clamped-table", marks=control(
+        f"a table of max_len = {MAX_LEN} rows read with the position clamped to the last row")),
+])
 @given(p=st.integers(0, 2**24), gap=st.integers(1, 2**24))
-def test_codes_of_distinct_positions_differ_in_float64_and_in_float32_below_2_24(p, gap):
+@example(p=MAX_LEN, gap=1)
+def test_codes_of_distinct_positions_differ_in_float64_and_in_float32_below_2_24(encoding, p, gap):
     pp = p + gap
     exact_gap = 2 * abs(math.sin(gap / 2))  # lower bound on |PE_p - PE_p'| from the i = 0 pair
-    d64 = (sinusoidal_encoding(torch.tensor(p), 64) - sinusoidal_encoding(torch.tensor(pp), 64)).norm().item()
+    d64 = (encoding(torch.tensor(p), 64) - encoding(torch.tensor(pp), 64)).norm().item()
     # float64 angles below 2^25 carry < 2^25 eps ~ 7e-9 rounding: the pair gap is resolved when it exceeds that.
     claim_assert(d64 > 0 and d64 >= exact_gap - 8 * 2**25 * EPS64, "float64 codes of distinct positions coincide",
                  p=p, p_prime=pp, distance=d64)
     if pp < 2**24:  # float32 positions are still exact integers
-        a = sinusoidal_encoding(torch.tensor(p), 64, dtype=torch.float32)
-        b = sinusoidal_encoding(torch.tensor(pp), 64, dtype=torch.float32)
+        a = encoding(torch.tensor(p), 64, dtype=torch.float32)
+        b = encoding(torch.tensor(pp), 64, dtype=torch.float32)
         claim_assert(not torch.equal(a, b), "float32 codes of distinct exactly represented positions coincide",
                      p=p, p_prime=pp)
 
 
 @pytest.mark.claim("positional.sinusoidal-no-learned-position-parameters")
+@pytest.mark.parametrize("encoding", [
+    pytest.param(sinusoidal_encoding, id="impl"),
+    pytest.param(_table_clamped_at_max_len, id="clamped-table", marks=control(
+        f"a table of max_len = {MAX_LEN} rows, one per trained position, clamped beyond it")),
+])
 @given(d_model=even_head_dims(2, 64), pos=st.integers(10**5, 10**9), k=st.integers(-100, 100))
-def test_encoding_beyond_any_training_length_is_finite_bounded_and_shift_equivariant(d_model, pos, k):
-    pe = sinusoidal_encoding(torch.tensor(pos), d_model)
-    shifted = sinusoidal_encoding(torch.tensor(pos + k), d_model)
+@example(d_model=2, pos=10**5, k=1)
+def test_encoding_beyond_any_training_length_is_finite_bounded_and_shift_equivariant(encoding, d_model, pos, k):
+    pe = encoding(torch.tensor(pos), d_model)
+    shifted = encoding(torch.tensor(pos + k), d_model)
     # float64 angles of size <= 1e9 carry ~1e9 ulp of rounding; the shift map adds 2 products per entry.
     tol = 8 * EPS64 * (abs(pos) + abs(k) + d_model)
     claim_assert(bool(torch.isfinite(pe).all()) and pe.abs().max().item() <= 1, "not a bounded code", pos=pos)
@@ -207,20 +302,57 @@ def test_printed_positional_encoding_accepts_odd_d_model():
                      error=f"{type(exc).__name__}: {exc}")
 
 
+def _printed_pe_buffer(d_model: int, max_len: int) -> torch.Tensor:
+    return _positional_encoding_class()(d_model, max_len=max_len).pe
+
+
+def _sequence_first_pe_buffer(d_model: int, max_len: int) -> torch.Tensor:
+    """The sequence-first buffer of PyTorch's tutorial, pe.unsqueeze(0).transpose(0, 1): (max_len, 1, d_model)."""
+    return _printed_pe_buffer(d_model, max_len).transpose(0, 1)
+
+
 @pytest.mark.claim("positional.snippet-pe-buffer-shape-comment")
+@pytest.mark.parametrize("pe_buffer", [
+    pytest.param(_printed_pe_buffer, id="printed"),
+    pytest.param(_sequence_first_pe_buffer, id="sequence-first", marks=control(
+        "the sequence-first buffer (max_len, 1, d_model) of pe.unsqueeze(0).transpose(0, 1)")),
+])
 @given(half=st.integers(1, 32), max_len=st.integers(1, 300))
-def test_printed_pe_buffer_has_shape_1_max_len_d_model(half, max_len):
-    pe = _positional_encoding_class()(2 * half, max_len=max_len).pe
+@example(half=1, max_len=2)
+def test_printed_pe_buffer_has_shape_1_max_len_d_model(pe_buffer, half, max_len):
+    pe = pe_buffer(2 * half, max_len)
     claim_assert(tuple(pe.shape) == (1, max_len, 2 * half), "pe is not (1, max_len, d_model)", shape=list(pe.shape))
 
 
+def _printed_forward(module, x: torch.Tensor) -> torch.Tensor:
+    return module(x)
+
+
+def _adds_rows_of_the_batch_index(module, x: torch.Tensor) -> torch.Tensor:
+    """The sequence-first reading of x: row b of the table added to batch entry b (x + pe[0, :x.size(0)])."""
+    return x + module.pe[0, :x.size(0)].unsqueeze(1)
+
+
+def _multiplies_by_the_table(module, x: torch.Tensor) -> torch.Tensor:
+    """x * pe[:, :seq_len]: the code multiplies the embedding instead of being added to it."""
+    return x * module.pe[:, :x.size(1)]
+
+
 @pytest.mark.claim("positional.snippet-pe-input-batch-first", "positional.sinusoidal-added-to-embedding")
+@pytest.mark.parametrize("forward", [
+    pytest.param(_printed_forward, id="printed"),
+    pytest.param(_adds_rows_of_the_batch_index, id="sequence-first", marks=control(
+        "x read as (seq_len, batch, d_model): table row b added to batch entry b")),
+    pytest.param(_multiplies_by_the_table, id="multiplied", marks=control(
+        "the table multiplies the embedding (x * pe) instead of being added")),
+])
 @given(half=st.integers(1, 16), batch=st.integers(1, 4), seq=st.integers(1, 20), seed=st.integers(0, 2**31 - 1))
-def test_printed_forward_adds_the_table_to_batch_first_input(half, batch, seq, seed):
+@example(half=2, batch=2, seq=3, seed=0)
+def test_printed_forward_adds_the_table_to_batch_first_input(forward, half, batch, seq, seed):
     d_model = 2 * half
     module = _positional_encoding_class()(d_model, max_len=32).eval()  # eval: dropout is the identity
     x = torch.randn(batch, seq, d_model, generator=_generator(seed))
-    out = module(x)
+    out = forward(module, x)
     claim_assert(tuple(out.shape) == (batch, seq, d_model), "output shape differs from (batch, seq_len, d_model)")
     # one float32 addition x + pe (|pe| <= 1) rounds by half an ulp of |x| + 1, and out - x by another: 4 eps32
     claim_assert(torch.equal(out - x, (module.pe[0, :seq]).expand(batch, -1, -1)) or
@@ -228,13 +360,23 @@ def test_printed_forward_adds_the_table_to_batch_first_input(half, batch, seq, s
                  "forward(x) is not x + pe[:, :seq_len] broadcast over the batch", batch=batch, seq=seq)
 
 
+def _adds_the_code_of_position_m(x: torch.Tensor, positions: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """A "RoPE" that adds the sinusoidal code of its position, x + PE_m, instead of rotating x."""
+    return x + sinusoidal_encoding(positions, x.shape[-1])
+
+
 @pytest.mark.claim("positional.sinusoidal-added-to-embedding")
+@pytest.mark.parametrize("rope_impl", [
+    pytest.param(rope_interleaved, id="impl"),
+    pytest.param(_adds_the_code_of_position_m, id="additive", marks=control(
+        "the query gets the sinusoidal code of its position added (x + PE_m) instead of a rotation")),
+])
 @given(d=even_head_dims(), m=integer_positions(), data=st.data())
-def test_rope_multiplies_queries_by_a_rotation_instead_of_adding_a_code(d, m, data):
+def test_rope_multiplies_queries_by_a_rotation_instead_of_adding_a_code(rope_impl, d, m, data):
     x = data.draw(vectors(d), label="x")
     y = data.draw(vectors(d), label="y")
     theta = rope_frequencies(d)
-    rope = functools.partial(rope_interleaved, positions=torch.tensor([float(m)]), theta=theta)
+    rope = functools.partial(rope_impl, positions=torch.tensor([float(m)]), theta=theta)
     zero = torch.zeros(1, d, dtype=torch.float64)
     # the three calls use the same cos, sin: each output entry c v_a - s v_b rounds by 3 u (|v_a| + |v_b|) <= 3 eps
     # max|v|; with x + y's own rounding and the two subtractions ~8 eps (|x| + |y|); 16 eps, and a subnormal floor
@@ -247,9 +389,15 @@ def test_rope_multiplies_queries_by_a_rotation_instead_of_adding_a_code(d, m, da
 # --- relative position and the KV cache (foundations:276-277) -------------------------------------------------
 
 @pytest.mark.claim("rope.relative-position-explicit-vs-sinusoidal-implicit")
+@pytest.mark.parametrize("rope_key", [
+    pytest.param(rope_interleaved, id="impl"),
+    pytest.param(lambda x, positions, theta: rope_interleaved(x, -positions, theta), id="key-sign", marks=control(
+        "the keys rotated by -n (the opposite sense of the queries'): the logit then depends on m + n")),
+])
 @given(d=even_head_dims(4, 16), m=integer_positions(1000), n=integer_positions(1000), shift=st.integers(1, 1000),
        seed=st.integers(0, 2**31 - 1))
-def test_rope_logits_are_shift_invariant_and_additive_pe_logits_are_not(d, m, n, shift, seed):
+@example(d=4, m=2, n=5, shift=3, seed=0)
+def test_rope_logits_are_shift_invariant_and_additive_pe_logits_are_not(rope_key, d, m, n, shift, seed):
     g = _generator(seed)
     xq, xk = torch.randn(d, dtype=torch.float64, generator=g), torch.randn(d, dtype=torch.float64, generator=g)
     wq, wk = torch.randn(d, d, dtype=torch.float64, generator=g), torch.randn(d, d, dtype=torch.float64, generator=g)
@@ -257,7 +405,7 @@ def test_rope_logits_are_shift_invariant_and_additive_pe_logits_are_not(d, m, n,
 
     def rope_logit(a, b):
         return (rope_interleaved((wq @ xq)[None], torch.tensor([float(a)]), theta)
-                @ rope_interleaved((wk @ xk)[None], torch.tensor([float(b)]), theta).T).item()
+                @ rope_key((wk @ xk)[None], torch.tensor([float(b)]), theta).T).item()
 
     def additive_logit(a, b):
         return ((wq @ (xq + sinusoidal_encoding(torch.tensor(a), d))) @ (wk @ (xk + sinusoidal_encoding(torch.tensor(b), d)))).item()
@@ -353,9 +501,15 @@ class _Captured(Exception):
 
 
 @pytest.mark.claim("positional.la-transformer-learned-absolute-positions")
+@pytest.mark.parametrize("build", [
+    pytest.param(lambda: _la_transformer(), id="printed"),
+    pytest.param(lambda: _la_transformer_with_a_fixed_sinusoidal_table(), id="fixed-table", marks=control(
+        "the position embedding replaced by a fixed (frozen) sinusoidal table")),
+])
 @given(n=st.integers(1, 8), seed=st.integers(0, 2**31 - 1))
-def test_printed_model_input_is_token_plus_learned_position_embedding(n, seed):
-    model = _la_transformer()
+@example(n=3, seed=0)
+def test_printed_model_input_is_token_plus_learned_position_embedding(build, n, seed):
+    model = build()
     seen = {}
 
     def capture(module, args):
@@ -380,6 +534,15 @@ def _la_transformer():
     torch.manual_seed(0)
     return _la_transformer_snippet().namespace["LinearAlgebraicTransformer"](
         vocab_size=11, d_model=8, n_heads=2, d_ff=16, n_layers=1, max_seq_len=8).eval()
+
+
+@functools.lru_cache(maxsize=1)
+def _la_transformer_with_a_fixed_sinusoidal_table():
+    model = copy.deepcopy(_la_transformer())
+    table = sinusoidal_encoding(torch.arange(model.pos_emb.num_embeddings), model.pos_emb.embedding_dim,
+                                dtype=model.pos_emb.weight.dtype)
+    model.pos_emb = torch.nn.Embedding.from_pretrained(table, freeze=True)
+    return model
 
 
 @functools.lru_cache(maxsize=1)

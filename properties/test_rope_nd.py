@@ -13,10 +13,10 @@ import math
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, control, record, refutes
 from claimcheck.snippets import SnippetRun, load_snippet, run_snippet
 from impl.rope import rope_frequencies, rope_half_split, rope_interleaved
 from impl.rope_nd import axial_frequencies, axial_rope, axial_rotation_matrix, kronecker_rotation
@@ -69,19 +69,30 @@ def _ceil_half(p: int) -> int:
 
 # --- the axial construction (foundations:431-445) -------------------------------------------------------------
 
+def _axial_rope_with_a_scalar_position(x: torch.Tensor, positions: torch.Tensor, thetas: torch.Tensor) -> torch.Tensor:
+    """Axial RoPE fed a scalar position: every axis's block rotated by the first coordinate m_1."""
+    positions = torch.as_tensor(positions)
+    return axial_rope(x, positions[..., :1].expand(positions.shape), thetas)
+
+
 @pytest.mark.claim("rope.ndim-position-vector-definition", "rope.ndim-tensor-product-formula",
                    "rope.ndim-snippet-supports-arbitrary-dims")
+@pytest.mark.parametrize("axial", [
+    pytest.param(axial_rope, id="impl"),
+    pytest.param(_axial_rope_with_a_scalar_position, id="scalar-position", marks=control(
+        "a scalar position: every axis's block rotated by the first coordinate m_1")),
+])
 @given(config=axial_configurations(), data=st.data())
-def test_axial_rope_logit_depends_on_each_axis_only_through_its_offset(config, data):
+def test_axial_rope_logit_depends_on_each_axis_only_through_its_offset(axial, config, data):
     n_axes, d = config
     thetas = axial_frequencies(d, n_axes)
     q, k = data.draw(vectors(d), label="q"), data.draw(vectors(d), label="k")
     pos = st.lists(st.integers(-500, 500), min_size=n_axes, max_size=n_axes).map(
         lambda v: torch.tensor(v, dtype=torch.float64))
     m, n, shift = data.draw(pos, label="m"), data.draw(pos, label="n"), data.draw(pos, label="shift")
-    logit = axial_rope(q[None], m[None], thetas)[0] @ axial_rope(k[None], n[None], thetas)[0]
+    logit = axial(q[None], m[None], thetas)[0] @ axial(k[None], n[None], thetas)[0]
     relative = q @ axial_rotation_matrix(n - m, thetas) @ k
-    shifted = axial_rope(q[None], (m + shift)[None], thetas)[0] @ axial_rope(k[None], (n + shift)[None], thetas)[0]
+    shifted = axial(q[None], (m + shift)[None], thetas)[0] @ axial(k[None], (n + shift)[None], thetas)[0]
     R = axial_rotation_matrix(m, thetas)
     # angles up to 1000 rad carry ~1000 ulp; the d-term inner products add d roundings of |q||k|.
     tol = 8 * EPS64 * (d + 2000) * (q.abs().max().item() * k.abs().max().item() * d + 1e-300)
@@ -123,10 +134,28 @@ SCENARIOS = [  # foundations.txt lines 442-445: (claim, grid sizes per axis)
 ]
 
 
+def _grid_positions(grid: tuple[int, ...]) -> torch.Tensor:
+    """One position vector per token of the grid, one coordinate per axis: (prod(grid), D_dim)."""
+    return torch.cartesian_prod(*(torch.arange(s, dtype=torch.float64) for s in grid)).reshape(-1, len(grid))
+
+
+def _grid_positions_without_the_last_axis(grid: tuple[int, ...]) -> torch.Tensor:
+    """One axis too few (video read as images, text with no position): (prod(grid), D_dim - 1)."""
+    return _grid_positions(grid)[:, :-1]
+
+
+@pytest.mark.parametrize("positions_of", [
+    pytest.param(_grid_positions, id="per-axis"),
+    pytest.param(_grid_positions_without_the_last_axis, id="axis-dropped", marks=control(
+        "D_dim one less than the data's axes: the last axis's coordinate dropped")),
+])
 @pytest.mark.parametrize("claim_id, grid", SCENARIOS)
-def test_grid_positions_have_one_coordinate_per_axis_and_axial_rope_is_relative_on_each(claim_id, grid):
+def test_grid_positions_have_one_coordinate_per_axis_and_axial_rope_is_relative_on_each(claim_id, grid, positions_of):
     n_axes = len(grid)
-    positions = torch.cartesian_prod(*(torch.arange(s, dtype=torch.float64) for s in grid)).reshape(-1, n_axes)
+    positions = positions_of(grid)
+    # every token of the grid (each axis of size >= 2) needs its own position vector
+    claim_assert(len({tuple(p) for p in positions.tolist()}) == math.prod(grid),
+                 "two tokens of the grid share a position vector", claim=claim_id, shape=list(positions.shape))
     d = 4 * n_axes
     g = torch.Generator().manual_seed(len(grid))
     q, k = torch.randn(d, dtype=torch.float64, generator=g), torch.randn(d, dtype=torch.float64, generator=g)
@@ -288,15 +317,31 @@ def test_printed_emb_has_shape_n_dims_max_pos_head_dim_over_n_dims():
                  comment="(n_dims, max_pos, head_dim/n_dims) = (2, 3, 2)")
 
 
+def _printed_rotate_half(x: torch.Tensor) -> torch.Tensor:
+    return _ndim_rope_class().rotate_half(x)
+
+
+def _rotate_half_other_sign(x: torch.Tensor) -> torch.Tensor:
+    """cat([x2, -x1]): rotate_half with the other sign."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x2, -x1], dim=-1)
+
+
 @pytest.mark.claim("rope.ndim-snippet-rotate-half")
+@pytest.mark.parametrize("rotate_half", [
+    pytest.param(_printed_rotate_half, id="printed"),
+    pytest.param(_rotate_half_other_sign, id="other-sign", marks=control(
+        "rotate_half with the other sign, cat([x2, -x1]): the clockwise rotation")),
+])
 @given(half=st.integers(1, 8), t=st.integers(1, 5), seed=st.integers(0, 2**31 - 1))
-def test_printed_rotate_half_with_duplicated_cos_sin_is_half_split_rope(half, t, seed):
+@example(half=1, t=3, seed=0)  # positions 1 and 2 have non-zero sines
+def test_printed_rotate_half_with_duplicated_cos_sin_is_half_split_rope(rotate_half, half, t, seed):
     d = 2 * half
     x = torch.randn(2, t, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     theta, pos = rope_frequencies(d), torch.arange(t, dtype=torch.float64)
     angles = pos[:, None] * theta
     cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
-    rotated = x * cos + _ndim_rope_class().rotate_half(x) * sin  # line 560's expression with a full-width cache
+    rotated = x * cos + rotate_half(x) * sin  # line 560's expression with a full-width cache
     # same products in another order; cos/sin of angles up to t rad carry ~t eps: 16 eps (d + t) max|x| bounds both
     claim_assert((rotated - rope_half_split(x, pos, theta)).abs().max() <= 16 * EPS64 * (d + t) * x.abs().max(),
                  "x cos + rotate_half(x) sin does not rotate the pairs (x_j, x_{j+d/2})", d=d, t=t)

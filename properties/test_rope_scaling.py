@@ -9,12 +9,13 @@ import math
 import pytest
 import sympy as sp
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, control, record, refutes
 from impl.rope import rope_frequencies, rotation_matrix
-from impl.rope_scaling import ntk_aware, position_interpolation, wavelengths, yarn
+from claimcheck.plugin import references
+from impl.rope_scaling import ntk_aware, ntk_aware_base, position_interpolation, wavelengths, yarn, yarn_attention_factor
 from properties.strategies.positional import (even_head_dims, extension_scales, frequency_vectors, rope_bases,
                                               vectors)
 
@@ -50,18 +51,34 @@ def test_zero_based_b_power_minus_2i_over_d_is_the_roformer_and_llama_schedule(d
 
 
 @pytest.mark.claim("rope.frequency-log-uniform-spectrum")
-def test_consecutive_frequency_ratio_is_constant_symbolically():
+@pytest.mark.parametrize("schedule", [
+    pytest.param(lambda b, d, i: b ** (-2 * i / d), id="geometric"),
+    pytest.param(lambda b, d, i: 1 - 2 * i / d, id="linear", marks=control(
+        "linearly spaced frequencies theta_i = 1 - 2i/d: equal steps in theta, not in log theta")),
+])
+def test_consecutive_frequency_ratio_is_constant_symbolically(schedule):
     b, d, i = sp.symbols("b d i", positive=True)
-    theta = b ** (-2 * i / d)
+    theta = schedule(b, d, i)
     claim_assert(sp.simplify(theta.subs(i, i + 1) / theta - b ** (-2 / d)) == 0, "theta_{i+1}/theta_i != b^{-2/d}")
     claim_assert(sp.simplify(sp.diff(sp.expand_log(sp.log(theta), force=True), i, 2)) == 0,
                  "log theta_i is not linear in i")
 
 
+def _linear_frequencies(d: int, base: float) -> torch.Tensor:
+    """theta_i = 1 - 2i/d, i = 0 .. d/2 - 1: linearly spaced from 1 down to 2/d (the base unused)."""
+    return 1 - torch.arange(0, d, 2, dtype=torch.float64) / d
+
+
 @pytest.mark.claim("rope.frequency-log-uniform-spectrum")
+@pytest.mark.parametrize("frequencies", [
+    pytest.param(rope_frequencies, id="impl"),
+    pytest.param(_linear_frequencies, id="linear", marks=control(
+        "linearly spaced frequencies theta_i = 1 - 2i/d: equal steps in theta, not in log theta")),
+])
 @given(d=even_head_dims(4, 256), base=rope_bases())
-def test_log_frequencies_are_equally_spaced(d, base):
-    steps = torch.diff(torch.log(rope_frequencies(d, base)))
+@example(d=8, base=10000.0)
+def test_log_frequencies_are_equally_spaced(frequencies, d, base):
+    steps = torch.diff(torch.log(frequencies(d, base)))
     expected = -2 * math.log(base) / d
     # log theta_i = -(2i/d) ln b within ~(ln b + 2) u (the exponent's rounding, pow), log adds u ln b; a difference of
     # two such and the expected's u ln b: ~(3 ln b + 4) u <= 8 eps ln b (ln b >= 4.6)
@@ -113,14 +130,25 @@ def _frequency_loss(q: torch.Tensor, k: torch.Tensor, theta: torch.Tensor, theta
     return torch.stack(diffs).pow(2).mean().item()
 
 
+def _frequency_loss_reference_sign_flipped(q, k, theta, theta_star, offsets) -> float:
+    """Line 463 with the reference logit at the other sign of the offset, <q, R_Theta*(m - n) k>."""
+    diffs = [q @ (rotation_matrix(o, theta) - rotation_matrix(-o, theta_star)) @ k for o in offsets]
+    return torch.stack(diffs).pow(2).mean().item()
+
+
 @pytest.mark.claim("rope.frequency-loss-objective", "rope.frequency-optimum-proportional-tmax-power")
+@pytest.mark.parametrize("loss", [
+    pytest.param(_frequency_loss, id="printed"),
+    pytest.param(_frequency_loss_reference_sign_flipped, id="reference-sign", marks=control(
+        "the reference logit taken at the offset's other sign, <q, R_Theta*(m - n) k>")),
+])
 @given(d=even_head_dims(2, 8), data=st.data())
-def test_frequency_loss_is_nonnegative_and_zero_exactly_at_the_reference(d, data):
+def test_frequency_loss_is_nonnegative_and_zero_exactly_at_the_reference(loss, d, data):
     q, k = data.draw(vectors(d, 2.0), label="q"), data.draw(vectors(d, 2.0), label="k")
     theta_star = data.draw(frequency_vectors(d // 2), label="theta_star")
     theta = data.draw(frequency_vectors(d // 2), label="theta")
     offsets = torch.arange(-16, 17, dtype=torch.float64)
-    at_star, elsewhere = _frequency_loss(q, k, theta_star, theta_star, offsets), _frequency_loss(q, k, theta, theta_star, offsets)
+    at_star, elsewhere = loss(q, k, theta_star, theta_star, offsets), loss(q, k, theta, theta_star, offsets)
     claim_assert(at_star == 0.0, "L(Theta*) != 0", theta_star=theta_star)
     claim_assert(elsewhere >= at_star, "L(Theta) < L(Theta*): the reference is not a minimiser", theta=theta)
 
@@ -194,6 +222,16 @@ def test_ntk_aware_is_the_transformers_formula_and_interpolates_only_the_low_end
                  "some frequency is not between theta/s and theta", d=d, s=s)
 
 
+@pytest.mark.claim("rope.variant-ntk-aware-frequency")
+@pytest.mark.parametrize("d,s,factor", [(4, 4.0, 16.0), (6, 9.0, 27.0), (8, 8.0, 16.0), (130, 2.0**64, 2.0**65)])
+def test_ntk_aware_base_is_b_times_s_to_the_d_over_d_minus_2_on_exact_cases(d, s, factor):
+    """Cases where s^(d/(d-2)) is an integer: 4^2, 9^(3/2), 8^(4/3), (2^64)^(65/64); b' = 10^4 times it."""
+    new = ntk_aware_base(1e4, s, d)
+    # one pow with exponent d/(d-2) (rounded: ln s * u * d/(d-2) <= 46 u for s = 2^64) and one product; 64 ulps
+    claim_assert(abs(new - 1e4 * factor) <= 64 * EPS64 * 1e4 * factor, "the NTK-aware base is not b s^(d/(d-2))",
+                 d=d, s=s, base=new, expected=1e4 * factor)
+
+
 # --- YaRN (foundations:498) -----------------------------------------------------------------------------------
 
 @pytest.mark.claim("rope.variant-yarn-piecewise")
@@ -240,3 +278,36 @@ def test_pi_and_yarn_keep_extended_positions_within_the_trained_angle_range(d, b
     # the interpolated planes are theta / s bit for bit (see above): the same two roundings
     claim_assert(bool(((extended - 1) * new[low] < length * theta[low] * (1 + 8 * EPS64)).all()),
                  "a YaRN-interpolated plane leaves the trained angle range", d=d, s=s)
+
+
+# --- YaRN's attention factor sqrt(1/t) = 0.1 ln s + 1 (section 3.4), against the record: a value and a law --------
+
+def _yarn_record(config) -> tuple[float, float]:
+    record_ = references(config)["peng2023yarn"]
+    return record_.fact("attention-factor-coefficient").value, record_.fact("attention-factor-offset").value
+
+
+@pytest.mark.claim("rope.variant-yarn-piecewise")
+@pytest.mark.parametrize("s", [1.0, 2.0, 4.0, 16.0, 32.0, 128.0])
+def test_yarn_attention_factor_is_the_published_0_1_ln_s_plus_1(pytestconfig, s):
+    coefficient, offset = _yarn_record(pytestconfig)  # the authors' get_mscale (references.yaml, peng2023yarn)
+    factor = yarn_attention_factor(s)
+    published = coefficient * math.log(s) + offset
+    record(f"yarn_attention_factor[s={s:g}]", {"sqrt(1/t)": factor, "logit multiplier 1/t": factor**2})
+    # the same three float64 operations in the same order: equal to rounding (2 ulps)
+    claim_assert(abs(factor - published) <= 2 * EPS64 * published, "the YaRN attention factor is not 0.1 ln s + 1",
+                 s=s, factor=factor, published=published)
+
+
+@pytest.mark.claim("rope.variant-yarn-piecewise")
+@given(s1=extension_scales(), s2=extension_scales())
+def test_yarn_attention_factor_is_one_at_s_1_and_logarithmic_in_s(s1, s2):
+    """sqrt(1/t) - 1 is proportional to ln s: additive over products of scales, 1 without extension, increasing."""
+    f = yarn_attention_factor
+    # each factor rounds its log and two operations (~3 ulps of the factor, <= 1.5): 16 ulps of 3 is generous
+    claim_assert(f(1.0) == 1.0 and abs((f(s1 * s2) - 1) - (f(s1) - 1) - (f(s2) - 1)) <= 16 * EPS64 * 3,
+                 "sqrt(1/t) - 1 is not additive in the scale (not a multiple of ln s), or not 1 at s = 1",
+                 s1=s1, s2=s2, f1=f(s1), f2=f(s2), f12=f(s1 * s2))
+    lo, hi = sorted((s1, s2))  # non-decreasing (neighbouring floats may share a rounded log), strictly past 1 ulp of ln
+    claim_assert(f(lo) <= f(hi) and (hi <= lo * (1 + 1e-12) or f(lo) < f(hi)), "the factor does not increase with s",
+                 s1=s1, s2=s2)

@@ -9,6 +9,9 @@ the printed code can be used at all.
 A call that raises inside the document's code violates the claim that the code runs: :func:`reader_call` turns
 that exception (type, message and the document line it came from) into the counterexample. An exception raised
 before the call reaches the document's code is the test's own error and is re-raised, never a counterexample.
+
+Each test of a ``holds`` snippet is also run on a mutant of the printed code (:func:`mutant`, a one-line plausible
+bug: a wrong constant, index, axis or condition) as its negative control: the same checks must reject it.
 """
 import contextlib
 import io
@@ -21,7 +24,8 @@ import matplotlib
 import pytest
 import torch
 
-from claimcheck import claim_assert, premise, refutes
+from claimcheck import claim_assert, control, premise, refutes
+from claimcheck.snippets import SnippetRun, execute
 from properties.strategies.spectral import gaussian, printed_code
 
 matplotlib.use("Agg")
@@ -30,9 +34,29 @@ import matplotlib.pyplot  # noqa: E402  (the spectral snippets import it: load i
 EPS64 = 2.0**-52
 
 
-def _code(claim_id: str, name: str) -> Any:
-    """A name the snippet of ``claim_id`` defines (executed from sources/, its ``requires`` first)."""
-    run = printed_code(claim_id)
+def mutant_code(claim_id: str, old: str, new: str, **extra: Any) -> SnippetRun:
+    """The snippet of ``claim_id`` executed with its text ``old`` (which must occur once) replaced by ``new``, in a
+    copy of the printed code's namespace (its ``requires`` included) with ``extra`` names added."""
+    printed = printed_code(claim_id)
+    premise(printed.code.count(old) == 1, "the text a mutant replaces does not occur exactly once", claim=claim_id, old=old)
+    run = SnippetRun(printed.source, printed.start, printed.end, printed.code.replace(old, new),
+                     namespace={**printed.namespace, **extra})
+    run = execute(run, filename=f"sources/{printed.source}.txt")  # the document's file: as the printed code's frames
+    premise(run.ran, "the mutant of the printed code does not run", snippet=run.describe())
+    return run
+
+
+AS_PRINTED = pytest.param(None, id="printed")
+
+
+def mutant(old: str, new: str, why: str) -> Any:
+    """A ``mutation`` parameter: the negative control that runs the test on the printed code with ``old`` -> ``new``."""
+    return pytest.param((old, new), id="mutant", marks=control(f"the printed code with {old!r} -> {new!r}: {why}"))
+
+
+def _code(claim_id: str, name: str, mutation: tuple[str, str] | None = None) -> Any:
+    """A name the snippet of ``claim_id`` defines (executed from sources/, its ``requires`` first), or its mutant."""
+    run = mutant_code(claim_id, *mutation) if mutation else printed_code(claim_id)
     premise(name in run.namespace, "the printed code does not define the name the test calls", name=name,
             snippet=run.describe())
     return run.namespace[name]
@@ -238,8 +262,10 @@ def test_printed_critical_attention_scaling_runs_masked_in_half_precision():
 
 
 @pytest.mark.claim("spectral.snippet-qk-spectrum-monitor")
-def test_printed_qk_spectrum_monitor_logs_kappa_and_warns_above_0_8_and_below_0_3():
-    monitor = reader_call("QKSpectrumMonitor()", lambda: _code("spectral.snippet-qk-spectrum-monitor", "QKSpectrumMonitor")())
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "if kappa > 0.8:", "if kappa > 1.0:", "the warning threshold 0.8 raised to 1.0, so kappa = 1 is not flagged")])
+def test_printed_qk_spectrum_monitor_logs_kappa_and_warns_above_0_8_and_below_0_3(mutation):
+    monitor = reader_call("QKSpectrumMonitor()", lambda: _code("spectral.snippet-qk-spectrum-monitor", "QKSpectrumMonitor", mutation)())
     w = gaussian((64, 16), 7)
     spike = torch.zeros(64, 16, dtype=torch.float64)
     spike[0, 0] = 1.0  # W_qk = e_1 e_1^T: one nonzero eigenvalue, kappa = 1
@@ -267,10 +293,12 @@ def test_printed_transformer_block_maps_b_n_d_to_b_n_d():
 
 
 @pytest.mark.claim("spectral.snippet-la-analyze-attention-spectrum")
-def test_printed_la_analyze_attention_spectrum_reports_per_head_sigmas_gap_and_rank():
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "sigma_1 = S[:, :, 0]", "sigma_1 = S[:, :, -1]", "the smallest singular value taken for sigma_1")])
+def test_printed_la_analyze_attention_spectrum_reports_per_head_sigmas_gap_and_rank(mutation):
     q, k = gaussian((2, 4, 16, 32), 9), gaussian((2, 4, 16, 32), 10)
     out = reader_call("analyze_attention_spectrum(Q, K) for Q, K (B, h, n, d_k)",
-                      lambda: _code("spectral.snippet-la-analyze-attention-spectrum", "analyze_attention_spectrum")(q, k))
+                      lambda: _code("spectral.snippet-la-analyze-attention-spectrum", "analyze_attention_spectrum", mutation)(q, k))
     s1, s2, gap, rank = (out[key] for key in ("sigma_1", "sigma_2", "spectral_gap", "effective_rank"))
     claim_assert(all(_shape(v) == (2, 4) for v in (s1, s2, gap, rank)), "the statistics are not one per (batch, head)",
                  shapes={key: _shape(v) for key, v in out.items()})
@@ -281,8 +309,11 @@ def test_printed_la_analyze_attention_spectrum_reports_per_head_sigmas_gap_and_r
 
 
 @pytest.mark.claim("linear-attention.snippet-la-gated-deltanet")
-def test_printed_gated_deltanet_maps_b_n_d_to_b_n_d_causally():
-    net = reader_call("GatedDeltaNet(64)", lambda: _code("linear-attention.snippet-la-gated-deltanet", "GatedDeltaNet")(64))
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "S = torch.zeros(B, d, self.d_state, device=x.device)", "S = V.transpose(1, 2) @ K / n",
+    "the state starts from the whole sequence, V^T K / n, not zero: a look-ahead")])
+def test_printed_gated_deltanet_maps_b_n_d_to_b_n_d_causally(mutation):
+    net = reader_call("GatedDeltaNet(64)", lambda: _code("linear-attention.snippet-la-gated-deltanet", "GatedDeltaNet", mutation)(64))
     x = torch.randn(2, 10, 64, generator=torch.Generator().manual_seed(11))
     later = x.clone()
     later[:, 5:] = torch.randn(2, 5, 64)
@@ -306,10 +337,12 @@ def test_printed_spectral_conditioned_attention_returns_a_b_n_d_output():
 
 
 @pytest.mark.claim("architecture.snippet-la-linear-algebraic-transformer")
-def test_printed_linear_algebraic_transformer_returns_logits_and_per_layer_spectra():
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "logits = self.head(x)", "logits = self.head(x[:, -1])", "logits of the last position only")])
+def test_printed_linear_algebraic_transformer_returns_logits_and_per_layer_spectra(mutation):
     vocab = 100
     model = reader_call("LinearAlgebraicTransformer(100, d_model=32, n_heads=4, d_ff=64, n_layers=4)",
-                        lambda: _code("architecture.snippet-la-linear-algebraic-transformer", "LinearAlgebraicTransformer")(
+                        lambda: _code("architecture.snippet-la-linear-algebraic-transformer", "LinearAlgebraicTransformer", mutation)(
                             vocab, d_model=32, n_heads=4, d_ff=64, n_layers=4))
     ids = torch.randint(0, vocab, (2, 16), generator=torch.Generator().manual_seed(12))
     logits, info = reader_call("model(ids) for ids (2, 16)", lambda: model(ids))
@@ -327,10 +360,12 @@ def _attention(n: int, seed: int) -> torch.Tensor:
 
 
 @pytest.mark.claim("spectral.snippet-spectral-doc-analyze-attention-spectrum")
-def test_printed_analyze_attention_spectrum_reports_the_statistics_of_an_n_by_n_matrix():
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "'top_5': s[:5]", "'top_5': s[:4]", "an off-by-one in the top-5 slice")])
+def test_printed_analyze_attention_spectrum_reports_the_statistics_of_an_n_by_n_matrix(mutation):
     a = _attention(16, 13)
     out = reader_call("analyze_attention_spectrum(A) for A (16, 16)",
-                      lambda: _code("spectral.snippet-spectral-doc-analyze-attention-spectrum", "analyze_attention_spectrum")(a))
+                      lambda: _code("spectral.snippet-spectral-doc-analyze-attention-spectrum", "analyze_attention_spectrum", mutation)(a))
     claim_assert(set(out) == {"singular_values", "normalized", "effective_rank", "spectral_gap", "top_5", "tail_ratio"}
                  and len(out["singular_values"]) == 16 and len(out["top_5"]) == 5,
                  "the result does not hold the six statistics of the 16 singular values", keys=sorted(out))
@@ -360,9 +395,11 @@ def test_printed_measure_rank_collapse_returns_one_record_per_length():
 
 
 @pytest.mark.claim("spectral.snippet-spectral-pruning")
-def test_printed_spectral_pruning_keeps_the_top_half_of_the_spectrum():
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "s_pruned[:k] = s[:k]", "s_pruned[:k] = s[-k:]", "the k smallest singular values kept, not the k largest")])
+def test_printed_spectral_pruning_keeps_the_top_half_of_the_spectrum(mutation):
     w = gaussian((64, 64), 14)
-    out = reader_call("spectral_pruning(W, 0.5)", lambda: _code("spectral.snippet-spectral-pruning", "spectral_pruning")(w, 0.5))
+    out = reader_call("spectral_pruning(W, 0.5)", lambda: _code("spectral.snippet-spectral-pruning", "spectral_pruning", mutation)(w, 0.5))
     s, kept = torch.linalg.svdvals(w), torch.linalg.svdvals(out)
     # the rebuilt U diag(s_k) V^T: each singular value within a backward-stable SVD's 16 n eps s_1
     tol = 16 * 64 * EPS64 * s[0].item()
@@ -371,10 +408,12 @@ def test_printed_spectral_pruning_keeps_the_top_half_of_the_spectrum():
 
 
 @pytest.mark.claim("spectral.snippet-length-aware-attention")
-def test_printed_length_aware_attention_scales_scores_by_log_n_to_the_1_7():
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "poly_alpha=1.7", "poly_alpha=1.5", "the exponent of ln n changed from 1.7 to 1.5")])
+def test_printed_length_aware_attention_scales_scores_by_log_n_to_the_1_7(mutation):
     q, k, v = gaussian((2, 4, 16, 32), 15), gaussian((2, 4, 16, 32), 16), gaussian((2, 4, 16, 32), 17)
     out = reader_call("length_aware_attention(Q, K, V)",
-                      lambda: _code("spectral.snippet-length-aware-attention", "length_aware_attention")(q, k, v))
+                      lambda: _code("spectral.snippet-length-aware-attention", "length_aware_attention", mutation)(q, k, v))
     scale = math.log(16) ** 1.7 / math.sqrt(32)
     # the printed code takes ln n in float32 (torch.tensor(16)): the factor is off by <= 1.7 * 2^-24 relative, so each
     # score by that much of max |score|, which moves softmax(.) v by at most twice that times max |v|
@@ -384,10 +423,13 @@ def test_printed_length_aware_attention_scales_scores_by_log_n_to_the_1_7():
 
 
 @pytest.mark.claim("spectral.snippet-head-spectral-diversity")
-def test_printed_head_spectral_diversity_summarises_an_h_n_n_stack():
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "torch.cdist(spectra_tensor, spectra_tensor)", "torch.cdist(spectra_tensor, spectra_tensor, p=1)",
+    "the L1 distance between spectra, not the Euclidean one")])
+def test_printed_head_spectral_diversity_summarises_an_h_n_n_stack(mutation):
     stack = torch.softmax(2 * gaussian((8, 16, 16), 18), -1)
     out = reader_call("head_spectral_diversity(A) for A (8, 16, 16)",
-                      lambda: _code("spectral.snippet-head-spectral-diversity", "head_spectral_diversity")(stack))
+                      lambda: _code("spectral.snippet-head-spectral-diversity", "head_spectral_diversity", mutation)(stack))
     spectra = torch.linalg.svdvals(stack)
     mean = torch.cdist(spectra, spectra).mean().item()
     claim_assert(set(out) == {"mean_diversity", "most_similar_heads", "most_different_heads"}
@@ -398,8 +440,10 @@ def test_printed_head_spectral_diversity_summarises_an_h_n_n_stack():
 
 
 @pytest.mark.claim("spectral.snippet-spectral-design-check")
-def test_printed_spectral_design_check_passes_a_gpt3_shape_and_lists_the_issues_of_a_bad_one():
-    check = _code("spectral.snippet-spectral-design-check", "spectral_design_check")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "% architecture.num_heads != 0", "% architecture.num_heads == 0", "the divisibility condition inverted")])
+def test_printed_spectral_design_check_passes_a_gpt3_shape_and_lists_the_issues_of_a_bad_one(mutation):
+    check = _code("spectral.snippet-spectral-design-check", "spectral_design_check", mutation)
     good = reader_call("spectral_design_check(96 layers, 12288, 96 heads)",
                        lambda: check(SimpleNamespace(num_layers=96, d_model=12288, num_heads=96)))
     bad = reader_call("spectral_design_check(300 layers, 500, 32 heads)",
@@ -469,9 +513,11 @@ def test_printed_analyzer_runs_on_per_head_weights_and_raises_inside_transformer
 
 
 @pytest.mark.claim("spectral.snippet-plot-spectrum")
-def test_printed_plot_spectrum_draws_two_panels_of_the_n_singular_values():
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "np.cumsum(s) / np.sum(s)", "np.cumsum(s) / np.max(s)", "the cumulative curve normalised by s_1, not by sum s")])
+def test_printed_plot_spectrum_draws_two_panels_of_the_n_singular_values(mutation):
     a = _attention(16, 22)
-    fig = reader_call("plot_spectrum(A) for A (16, 16)", lambda: _code("spectral.snippet-plot-spectrum", "plot_spectrum")(a))
+    fig = reader_call("plot_spectrum(A) for A (16, 16)", lambda: _code("spectral.snippet-plot-spectrum", "plot_spectrum", mutation)(a))
     lines = [ax.lines[0].get_ydata() for ax in fig.axes]
     matplotlib.pyplot.close(fig)
     claim_assert(len(lines) == 2 and len(lines[0]) == len(lines[1]) == 16 and abs(lines[1][-1] - 1) <= 1e-12,

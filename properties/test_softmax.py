@@ -8,7 +8,7 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, refutes
+from claimcheck import claim_assert, control, refutes
 from claimcheck.snippets import load_snippet, run_snippet
 from impl.softmax import naive_softmax, shifted_exponents, stable_softmax
 from properties.strategies import finite_floats, logit_matrices, logit_vectors
@@ -16,23 +16,41 @@ from properties.strategies import finite_floats, logit_matrices, logit_vectors
 EPS64 = 2.0**-52
 
 
+def _softmax_plus_one(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """``exp(x_i) / (1 + sum_j exp(x_j))`` ("softmax_1", an implicit zero logit), computed shifted by max(max x, 0)."""
+    m = x.amax(dim=dim, keepdim=True).clamp(min=0)
+    e = torch.exp(x - m)
+    return e / (torch.exp(-m) + e.sum(dim=dim, keepdim=True))
+
+
+def _flipped_shift_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """``exp(x_i + max x) / sum_j exp(x_j + max x)``: the stable form with the shift's sign flipped."""
+    e = torch.exp(x + x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
 @pytest.mark.claim("softmax.shift-invariance")
-def test_softmax_shift_invariance_symbolically():
+@pytest.mark.parametrize("extra", [pytest.param(0, id="softmax"), pytest.param(
+    1, id="plus-one",
+    marks=control("softmax_1, exp(x_i) / (1 + sum_j exp(x_j)): the implicit zero logit is not shifted"))])
+def test_softmax_shift_invariance_symbolically(extra):
     n = 4
     x = sp.symbols(f"x0:{n}", real=True)
     c = sp.Symbol("c", real=True)
     for i in range(n):
-        lhs = sp.exp(x[i] + c) / sum(sp.exp(xj + c) for xj in x)
-        rhs = sp.exp(x[i]) / sum(sp.exp(xj) for xj in x)
+        lhs = sp.exp(x[i] + c) / (extra + sum(sp.exp(xj + c) for xj in x))
+        rhs = sp.exp(x[i]) / (extra + sum(sp.exp(xj) for xj in x))
         claim_assert(sp.simplify(lhs - rhs) == 0, "softmax(x + c) != softmax(x) symbolically", i=i)
 
 
 @pytest.mark.claim("softmax.shift-invariance")
+@pytest.mark.parametrize("softmax", [pytest.param(stable_softmax, id="stable"), pytest.param(
+    _softmax_plus_one, id="plus-one", marks=control("softmax_1, exp(x_i) / (1 + sum_j exp(x_j)): not shift-invariant"))])
 @given(x=logit_vectors(bound=300.0), c=finite_floats(300.0))
-def test_softmax_is_invariant_to_adding_a_constant(x, c):
+def test_softmax_is_invariant_to_adding_a_constant(softmax, x, c):
     # Rounding x + c moves each logit by at most ulp(600) ~ 600*eps; exp turns that into the same
     # relative error, so probabilities (<= 1) may differ by at most ~2 * 600 * eps: bound 4 * 600 * eps.
-    diff = (stable_softmax(x + c) - stable_softmax(x)).abs().max().item()
+    diff = (softmax(x + c) - softmax(x)).abs().max().item()
     claim_assert(diff <= 4 * 600 * EPS64, "softmax(x + c) differs from softmax(x)", x=x, c=c, diff=diff)
 
 
@@ -68,11 +86,14 @@ def test_shifted_exponents_underflow_to_zero_exactly_below_ln_of_half_the_smalle
 
 
 @pytest.mark.claim("softmax.naive-overflow")
+@pytest.mark.parametrize("stable_form", [pytest.param(stable_softmax, id="max-subtracted"), pytest.param(
+    _flipped_shift_softmax, id="max-added",
+    marks=control("the shift's sign flipped: exp(x_i + max x) / sum_j exp(x_j + max x)"))])
 @given(x=logit_vectors(min_len=1, bound=1e4), big=st.floats(710.0, 1e4))
-def test_naive_softmax_overflows_where_the_stable_form_does_not(x, big):
+def test_naive_softmax_overflows_where_the_stable_form_does_not(stable_form, x, big):
     # exp overflows float64 above ln(DBL_MAX) = 709.78: the naive quotient becomes inf/inf = nan.
     x = torch.cat([x, torch.tensor([big], dtype=torch.float64)])
-    naive, stable = naive_softmax(x), stable_softmax(x)
+    naive, stable = naive_softmax(x), stable_form(x)
     claim_assert(not torch.isfinite(naive).all(), "the naive form did not overflow", x=x)
     # n probabilities sum to 1 within (2 n - 1) u: the normalising sum, the divisions, the final sum
     claim_assert(bool(torch.isfinite(stable).all()) and abs(stable.sum().item() - 1) <= 2 * len(x) * EPS64,
@@ -80,19 +101,24 @@ def test_naive_softmax_overflows_where_the_stable_form_does_not(x, big):
 
 
 @pytest.mark.claim("softmax.naive-underflow")
+@pytest.mark.parametrize("stable_form", [pytest.param(stable_softmax, id="max-subtracted"), pytest.param(
+    naive_softmax, id="no-shift", marks=control("the max-subtraction dropped: the naive form taken for the stable one"))])
 @given(x=logit_vectors(min_len=1, bound=1e4).map(lambda t: t.abs() * -1 - 746.0))
-def test_naive_softmax_underflows_to_nan_when_every_logit_is_very_negative(x):
+def test_naive_softmax_underflows_to_nan_when_every_logit_is_very_negative(stable_form, x):
     # exp(t) rounds to 0 in float64 for t < -745.13, so the naive form divides 0 by 0.
     claim_assert(bool(torch.isnan(naive_softmax(x)).all()), "the naive form did not underflow", x=x)
-    stable = stable_softmax(x)
+    stable = stable_form(x)
     # as above: (2 n - 1) u
     claim_assert(abs(stable.sum().item() - 1) <= 2 * len(x) * EPS64, "the stable form failed", x=x)
 
 
 @pytest.mark.claim("softmax.row-stochastic")
+@pytest.mark.parametrize("softmax", [pytest.param(stable_softmax, id="rows"), pytest.param(
+    functools.partial(stable_softmax, dim=-2), id="columns", marks=control("normalised over the other axis (dim=-2): "
+                                                                           "columns, not rows, sum to 1"))])
 @given(s=logit_matrices())
-def test_softmax_rows_are_nonnegative_and_sum_to_one(s):
-    a = stable_softmax(s)
+def test_softmax_rows_are_nonnegative_and_sum_to_one(softmax, s):
+    a = softmax(s)
     n = s.shape[-1]
     # summing n terms in [0, 1] errs by at most (n - 1) eps; the division adds one more rounding.
     row_err = (a.sum(-1) - 1).abs().max().item()
@@ -103,12 +129,20 @@ def test_softmax_rows_are_nonnegative_and_sum_to_one(s):
 # ---- the definition and the printed helper (foundations.txt lines 48-52, 75-102) --------------------
 
 
+def _base_two_softmax(x: torch.Tensor) -> torch.Tensor:
+    """``2^x_i / sum_j 2^x_j``: the exp2 form without the rescaling of x by 1 / ln 2."""
+    e = torch.exp2(x)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
 @pytest.mark.claim("softmax.definition-vector")
+@pytest.mark.parametrize("formula_of", [pytest.param(naive_softmax, id="exp"), pytest.param(
+    _base_two_softmax, id="exp2", marks=control("base 2 for base e: 2^x_i / sum_j 2^x_j without the 1 / ln 2 rescaling"))])
 @given(x=logit_vectors(bound=50.0))
-def test_softmax_formula_agrees_with_torch_and_the_stable_form(x):
+def test_softmax_formula_agrees_with_torch_and_the_stable_form(formula_of, x):
     # |x| <= 50: no overflow or underflow in float64; n terms of the denominator, one division and exp's
     # own rounding give at most (n + 2) eps relative error per probability
-    formula, builtin = naive_softmax(x), torch.softmax(x, dim=-1)
+    formula, builtin = formula_of(x), torch.softmax(x, dim=-1)
     err = max((formula - builtin).abs().max().item(), (formula - stable_softmax(x)).abs().max().item())
     claim_assert(err <= 2 * (len(x) + 2) * EPS64, "exp(x_i) / sum_j exp(x_j) differs from softmax", x=x, error=err)
 
@@ -146,9 +180,12 @@ def _printed_stable_softmax():
 
 
 @pytest.mark.claim("softmax.stable-softmax-matches-torch-and-no-overflow")
+@pytest.mark.parametrize("printed_of", [pytest.param(_printed_stable_softmax, id="printed"), pytest.param(
+    lambda: naive_softmax, id="no-shift",
+    marks=control("the printed function without its max-subtraction: exp(x) / sum exp(x)"))])
 @given(x=logit_matrices(bound=1e4), dim=st.sampled_from([0, -1]), dtype=st.sampled_from([torch.float64, torch.float32]))
-def test_printed_stable_softmax_matches_torch_softmax_even_where_exp_overflows(x, dim, dtype):
-    printed = _printed_stable_softmax()(x.to(dtype), dim=dim)
+def test_printed_stable_softmax_matches_torch_softmax_even_where_exp_overflows(printed_of, x, dim, dtype):
+    printed = printed_of()(x.to(dtype), dim=dim)
     builtin = torch.softmax(x.to(dtype), dim=dim)
     eps = torch.finfo(dtype).eps
     # the same algorithm as torch's: differences come from summation order, (n + 2) eps per probability
@@ -159,11 +196,13 @@ def test_printed_stable_softmax_matches_torch_softmax_even_where_exp_overflows(x
 
 
 @pytest.mark.claim("softmax.torch-builtin-softmax-is-stable")
+@pytest.mark.parametrize("softmax", [pytest.param(torch.softmax, id="torch"), pytest.param(
+    naive_softmax, id="naive", marks=control("an unshifted exp(x) / sum exp(x) in place of torch.softmax"))])
 @given(x=logit_vectors(bound=1e30), dtype=st.sampled_from([torch.float64, torch.float32, torch.float16, torch.bfloat16]))
-def test_torch_softmax_is_finite_and_exact_for_huge_and_tiny_logits(x, dtype):
+def test_torch_softmax_is_finite_and_exact_for_huge_and_tiny_logits(softmax, x, dtype):
     x = x.to(dtype)
     assume(bool(torch.isfinite(x).all()))
-    probs = torch.softmax(x, dim=-1)
+    probs = softmax(x, dim=-1)
     exact = stable_softmax(x.double())  # float64 oracle of the rounded inputs (itself max-subtracted)
     # float16/bfloat16 softmax on CPU computes in float32 and rounds once; float32/64: (n + 2) eps
     eps = torch.finfo(dtype).eps

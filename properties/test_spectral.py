@@ -6,18 +6,20 @@ Johnson, *Matrix Analysis*, Thm. 8.2.8 and 8.4.4) 1 is a simple eigenvalue with 
 the all-ones vector, every other eigenvalue has modulus < 1, and the LEFT eigenvector is the
 stationary distribution pi, which is not uniform unless A is doubly stochastic.
 """
+import functools
 import math
 
 import pytest
 import sympy as sp
 import torch
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, control, record, refutes
 from impl.critical_scaling import row_entropy
 from impl.softmax import stable_softmax
-from impl.spectral import eigenvalue_gap, eigenvalues, stationary_distribution
+from impl.spectral import (effective_rank, eigenvalue_gap, eigenvalues, marchenko_pastur_edges, stable_rank,
+                           stationary_distribution)
 from properties.strategies.spectral import attention_matrices, gaussian, real_matrices
 
 EPS64 = 2.0**-52
@@ -31,17 +33,30 @@ def _plain(ev: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(ev.resolve_conj())
 
 
-def _causal_softmax(s: torch.Tensor) -> torch.Tensor:
+def _causal_softmax(s: torch.Tensor, softmax=stable_softmax) -> torch.Tensor:
     n = s.shape[-1]
-    return stable_softmax(s.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf")))
+    return softmax(s.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf")))
+
+
+def _unnormalised_softmax(s: torch.Tensor) -> torch.Tensor:
+    """``exp(s_ij - max_j s_ij)``: softmax with its normalisation dropped (negative controls)."""
+    return torch.exp(s - s.amax(-1, keepdim=True))
+
+
+# negative controls shared by several tests: each a plausible bug in the object the claim is about
+_COLUMN_SOFTMAX = pytest.param(functools.partial(stable_softmax, dim=-2), id="columns", marks=control(
+    "normalised over the other axis (dim=-2): columns, not rows, sum to 1"))
+_UNNORMALISED = pytest.param(_unnormalised_softmax, id="unnormalised", marks=control(
+    "the normalisation dropped: exp(s_ij - max_j s_ij), not divided by its row sum"))
 
 
 @pytest.mark.claim("spectral.la-obs1-attention-row-stochastic", "spectral.la-obs1-rowsum-one-nonneg-formula",
                    "spectral.index-softmax-attention-is-row-stochastic", "spectral.la-obs1-attention-is-markov-transition",
                    "spectral.la-summary-three-structures-row-stochastic", "spectral.la-pf-attention-row-stochastic-premise")
+@pytest.mark.parametrize("softmax", [pytest.param(stable_softmax, id="rows"), _COLUMN_SOFTMAX])
 @given(s=real_matrices(1, 10, 30.0, square=True))
-def test_softmax_attention_is_a_positive_row_stochastic_matrix(s):
-    a, causal = stable_softmax(s), _causal_softmax(s)
+def test_softmax_attention_is_a_positive_row_stochastic_matrix(softmax, s):
+    a, causal = softmax(s), _causal_softmax(s, softmax)
     n = s.shape[0]
     # n probabilities, each rounded once, sum with error at most ~ n eps
     claim_assert((a.sum(-1) - 1).abs().max() <= 2 * n * EPS64 and (causal.sum(-1) - 1).abs().max() <= 2 * n * EPS64,
@@ -53,20 +68,24 @@ def test_softmax_attention_is_a_positive_row_stochastic_matrix(s):
 
 
 @pytest.mark.claim("spectral.la-obs1-attention-row-stochastic", "spectral.row-stochastic-eigenvalue-one")
-def test_softmax_rows_sum_to_one_symbolically():
+@pytest.mark.parametrize("extra", [pytest.param(0, id="softmax"), pytest.param(1, id="plus-one", marks=control(
+    "softmax_1, exp(x_i) / (1 + sum_j exp(x_j)): an implicit zero logit takes part of each row's mass"))])
+def test_softmax_rows_sum_to_one_symbolically(extra):
     x = sp.symbols("x0:4", real=True)
-    row = [sp.exp(xi) / sum(sp.exp(xj) for xj in x) for xi in x]
+    row = [sp.exp(xi) / (extra + sum(sp.exp(xj) for xj in x)) for xi in x]
     claim_assert(sp.simplify(sum(row) - 1) == 0, "a symbolic softmax row does not sum to 1: A 1 != 1")
 
 
 @pytest.mark.claim("spectral.row-stochastic-eigenvalue-one", "spectral.la-pf-row-stochastic-top-eigenvalue-one",
                    "spectral.row-stochastic-perron-vector-all-ones", "spectral.principal-direction-is-uniform",
                    "spectral.la-pf-left-eigenvector-all-ones")
+@pytest.mark.parametrize("side", [pytest.param("right", id="right"), pytest.param("left", id="left", marks=control(
+    "the transpose: 1 taken as a LEFT eigenvector, 1^T A = 1^T (column sums), which needs A doubly stochastic"))])
 @given(a=attention_matrices(1, 10))
-def test_all_ones_is_a_right_eigenvector_for_eigenvalue_one(a):
+def test_all_ones_is_a_right_eigenvector_for_eigenvalue_one(side, a):
     n = a.shape[0]
     v1 = torch.ones(n, dtype=torch.float64) / math.sqrt(n)
-    residual = (a @ v1 - v1).abs().max().item()
+    residual = ((a if side == "right" else a.T) @ v1 - v1).abs().max().item()
     # rows sum to 1 within (2 n - 1) u (normalisation, then the n-term product sum), times 1/sqrt(n), and v_1's rounding
     claim_assert(residual <= 2 * n * EPS64, "A v_1 != v_1 for v_1 = 1/sqrt(n)", a=a, residual=residual)
 
@@ -75,9 +94,10 @@ def test_all_ones_is_a_right_eigenvector_for_eigenvalue_one(a):
                    "spectral.row-stochastic-eigenvalue-modulus-le-one", "spectral.la-pf-other-eigenvalues-modulus-le-one",
                    "spectral.attention-eigenvalues-nonnegative-real-part", "spectral.training-early-lambda1-about-1-over-n",
                    "spectral.training-mid-lambda1-half", "spectral.training-late-lambda1-0-9")
+@pytest.mark.parametrize("softmax", [pytest.param(stable_softmax, id="softmax"), _UNNORMALISED])
 @given(s=real_matrices(1, 10, 8.0, square=True), causal=st.booleans())
-def test_spectral_radius_of_attention_is_exactly_one(s, causal):
-    a = _causal_softmax(s) if causal else stable_softmax(s)
+def test_spectral_radius_of_attention_is_exactly_one(softmax, s, causal):
+    a = _causal_softmax(s, softmax) if causal else softmax(s)
     ev = eigenvalues(a)
     claim_assert(abs(ev[0].abs().item() - 1) <= EIG_TOL, "the largest |eigenvalue| is not 1", a=a, eigenvalues=_plain(ev))
     claim_assert(bool((ev.abs() <= 1 + EIG_TOL).all()), "an eigenvalue lies outside the unit disk", a=a, eigenvalues=_plain(ev))
@@ -126,19 +146,24 @@ def test_attention_eigenvalues_have_nonnegative_real_part(a):
 
 
 @pytest.mark.claim("spectral.attention-eigenvalue-sum-equals-trace")
-def test_sum_of_eigenvalues_is_the_trace_symbolically():
+@pytest.mark.parametrize("sign", [pytest.param(-1, id="minus"), pytest.param(1, id="plus", marks=control(
+    "the other sign: the lam^(n-1) coefficient of det(lam I - A) itself, -tr A, taken for the eigenvalue sum"))])
+def test_sum_of_eigenvalues_is_the_trace_symbolically(sign):
     entries = sp.Matrix(3, 3, sp.symbols("a0:9"))
     lam = sp.Symbol("lam")
     poly = sp.Poly(entries.charpoly(lam).as_expr(), lam)
     # det(lam I - A) = prod (lam - lambda_i): minus the lam^2 coefficient is sum_i lambda_i
-    claim_assert(sp.expand(-poly.coeff_monomial(lam**2) - entries.trace()) == 0, "sum of eigenvalues != tr A")
+    claim_assert(sp.expand(sign * poly.coeff_monomial(lam**2) - entries.trace()) == 0, "sum of eigenvalues != tr A")
 
 
 @pytest.mark.claim("spectral.attention-eigenvalue-sum-equals-trace", "spectral.attention-eigenvalue-sum-equals-n")
+@pytest.mark.parametrize("spectrum", [pytest.param(eigenvalues, id="eigenvalues"), pytest.param(
+    lambda a: torch.linalg.svdvals(a).to(torch.complex128), id="singular-values", marks=control(
+        "singular values summed for eigenvalues (the nuclear norm, >= |tr A|, equal only for a PSD A)"))])
 @given(a=attention_matrices(1, 10))
-def test_eigenvalues_sum_to_the_trace_which_is_below_n(a):
+def test_eigenvalues_sum_to_the_trace_which_is_below_n(spectrum, a):
     n = a.shape[0]
-    total = eigenvalues(a).sum()
+    total = spectrum(a).sum()
     # computed eigenvalues are exact for some A + E with ||E||_2 <= c n eps ||A||_2 (||A||_2 <= sqrt n here), and
     # |tr E| <= n ||E||_2: allow 16 n^2 eps
     tol = 16 * n * n * EPS64
@@ -275,17 +300,20 @@ def test_a_sink_drives_the_non_leading_eigenvalues_to_zero(n, beta):
                  "a sink matrix is not rank one with eigenvalues {1, 0, ...}", n=n, beta=beta, eigenvalues=_plain(ev))
 
 
-def _consensus_error(a: torch.Tensor, k: int) -> float:
-    pi = stationary_distribution(a)
+def _consensus_error(a: torch.Tensor, k: int, limit=stationary_distribution) -> float:
+    pi = limit(a)
     return (torch.linalg.matrix_power(a, k) - torch.ones(a.shape[0], 1, dtype=a.dtype) * pi).abs().max().item()
 
 
 @pytest.mark.claim("spectral.la-pf-pagerank-iteration-view", "spectral.consensus-driven-by-dominant-eigenvalue")
+@pytest.mark.parametrize("limit", [pytest.param(stationary_distribution, id="pi"), pytest.param(
+    lambda a: torch.full((a.shape[0],), 1.0 / a.shape[0], dtype=a.dtype), id="uniform", marks=control(
+        "the limit taken as 1 1^T / n (uniform pi), which holds only for a doubly stochastic A"))])
 @given(a=attention_matrices(2, 8, bound=2.0))
-def test_repeated_attention_converges_to_one_pi_transpose_at_rate_lambda2(a):
+def test_repeated_attention_converges_to_one_pi_transpose_at_rate_lambda2(limit, a):
     # A^k = 1 pi^T + R^k with spectral radius(R) = |lambda_2|; Gelfand: ||R^k||^(1/k) -> |lambda_2|
     lam2 = eigenvalues(a)[1].abs().item()
-    err = _consensus_error(a, 64)
+    err = _consensus_error(a, 64, limit)
     # with logits in [-2, 2] every weight is >= e^-4 / n, so |lambda_2| <= 1 - n e^-4 / n < 0.99 and
     # 0.99^64 ~ 0.53; the bound allows the non-normal transient factor n, and 1e-3 is the delta > 0 of Gelfand's
     # ||R^k|| <= C (|lambda_2| + delta)^k (covering lambda_2's eig error too); the floor: pi within 64 n eps (as in
@@ -339,14 +367,17 @@ def test_collapsed_attention_has_every_normalised_eigenvalue_equal_to_one_over_n
 
 
 @pytest.mark.claim("spectral.index-spectral-doc-covers-rank-collapse-signal-propagation")
-def test_spectral_document_has_sections_on_the_listed_topics():
+@pytest.mark.parametrize("document", [pytest.param("spectral.txt", id="spectral"), pytest.param(
+    "linear-algebra.txt", id="linear-algebra", marks=control(
+        "the sections looked for in the other spectral document, linear-algebra.txt, which the index does not name"))])
+def test_spectral_document_has_sections_on_the_listed_topics(document):
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "sources" / "spectral.txt").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parent.parent / "sources" / document).read_text(encoding="utf-8")
     headings = {"attention-matrix spectra": "2. 注意力矩阵的谱性质", "rank collapse": "3. Rank Collapse 现象",
                 "signal propagation / Jacobian": "4. 信号传播的谱分析", "spectral stability": "4.3 谱稳定性条件"}
     missing = [topic for topic, heading in headings.items() if heading not in text]
-    claim_assert(not missing, "spectral.txt lacks a section the index attributes to it", missing=missing)
+    claim_assert(not missing, f"{document} lacks a section the index attributes to spectral.txt", missing=missing)
 
 
 def _gap_one_far_from_rank_one(n: int, c: sp.Rational) -> sp.Matrix:
@@ -400,3 +431,83 @@ def test_the_maximal_gap_leaves_the_second_singular_value_free(m, c):
                  n=n, c=c)
     claim_assert(abs(s[0].item() - 1) <= tol and abs(s[1].item() - c) <= tol, "singular values differ from 1 and c",
                  n=n, c=c, singular_values=s[:3])
+
+
+# --- the rank and edge formulas of impl/spectral.py: each by a value and by a law -----------------------------------
+
+EPS64 = 2.0**-52
+
+
+def _erank_in_bits(a: torch.Tensor) -> torch.Tensor:
+    """2^H with H the entropy of p = s / sum s in nats: the base of the exponential mixed up (negative control)."""
+    return 2.0 ** torch.log(effective_rank(a))
+
+
+def _unnormalised_stable_rank(a: torch.Tensor) -> torch.Tensor:
+    """``sum_i s_i^2 = ||A||_F^2``: the stable rank without its division by s_1^2 (negative control)."""
+    return (torch.linalg.svdvals(a) ** 2).sum(-1)
+
+
+_RANKS = [pytest.param(effective_rank, stable_rank, id="impl"), pytest.param(
+    _erank_in_bits, _unnormalised_stable_rank, id="bits-and-unnormalised", marks=control(
+        "erank as 2^H instead of e^H and stable rank as ||A||_F^2 without the division by s_1^2"))]
+
+
+@pytest.mark.claim("spectral.analyze-effective-rank-spectral-entropy", "spectral.snippet-analyze-effective-rank-is-stable-rank")
+@pytest.mark.parametrize("effective_rank, stable_rank", _RANKS)
+def test_effective_and_stable_rank_of_diagonal_matrices_take_their_hand_computed_values(effective_rank, stable_rank):
+    """diag(2, 1, 1): p = (1/2, 1/4, 1/4), H = (3/2) ln 2, erank = 2^(3/2); stable rank (4 + 1 + 1) / 4 = 3/2.
+    diag(4, 3): stable rank (16 + 9) / 16 = 25/16; erank exp(-(4/7) ln(4/7) - (3/7) ln(3/7))."""
+    a, b = torch.diag(torch.tensor([2.0, 1.0, 1.0], dtype=torch.float64)), torch.diag(torch.tensor([4.0, 3.0], dtype=torch.float64))
+    values = {"erank(diag(2,1,1))": (effective_rank(a).item(), 2**1.5), "srank(diag(2,1,1))": (stable_rank(a).item(), 1.5),
+              "srank(diag(4,3))": (stable_rank(b).item(), 25 / 16),
+              "erank(diag(4,3))": (effective_rank(b).item(), math.exp(-(4 / 7) * math.log(4 / 7) - (3 / 7) * math.log(3 / 7)))}
+    # an SVD of a diagonal matrix is exact up to a few ulps; sums, logs and an exp of 3 terms: 32 ulps of the value
+    claim_assert(all(abs(got - want) <= 32 * EPS64 * want for got, want in values.values()),
+                 "effective or stable rank differs from its hand-computed value", **{k: list(v) for k, v in values.items()})
+
+
+@pytest.mark.claim("spectral.analyze-effective-rank-spectral-entropy", "spectral.snippet-analyze-effective-rank-is-stable-rank")
+@pytest.mark.parametrize("effective_rank, stable_rank", _RANKS)
+@given(a=real_matrices(min_side=1, max_side=5, bound=5.0), k=st.integers(1, 4), c=st.floats(0.1, 10.0))
+def test_effective_and_stable_rank_multiply_by_k_under_kron_with_identity_and_ignore_scale(effective_rank, stable_rank,
+                                                                                           a, k, c):
+    """A (x) I_k repeats every singular value k times: p is spread over k copies (H + ln k), so erank * k and
+    sum s^2 * k with s_1 unchanged, so stable rank * k; c A changes neither."""
+    assume(torch.linalg.matrix_norm(a, ord=2) > 1e-3)
+    big = torch.kron(a, torch.eye(k, dtype=a.dtype))
+    er, sr = effective_rank(a).item(), stable_rank(a).item()
+    # SVD backward-stable: singular values within ~n eps s_1 (n <= 20); the ratios inherit that relative to s_1
+    # through p (erank) or s^2 / s_1^2 (stable rank), times a rank of <= 20: 1e-10 leaves a wide margin
+    tol = 1e-10
+    claim_assert(abs(effective_rank(big).item() - k * er) <= tol * k * er and abs(stable_rank(big).item() - k * sr) <= tol * k * sr,
+                 "erank or stable rank of A (x) I_k is not k times that of A", k=k, erank=er, srank=sr,
+                 erank_big=effective_rank(big).item(), srank_big=stable_rank(big).item())
+    claim_assert(abs(effective_rank(c * a).item() - er) <= tol * er and abs(stable_rank(c * a).item() - sr) <= tol * sr,
+                 "erank or stable rank depends on the scale of A", c=c, erank=er, srank=sr)
+
+
+@pytest.mark.claim("spectral.mp-density-explicit")
+@pytest.mark.parametrize("m,n,variance,edges", [(256, 256, 1 / 256, (0.0, 4.0)), (64, 256, 1 / 256, (0.25, 2.25)),
+                                                (1, 4, 2.0, (2.0, 18.0))])
+def test_marchenko_pastur_edges_take_their_hand_computed_values(m, n, variance, edges):
+    """v n (1 -+ sqrt(m/n))^2: square, v = 1/n: (0, 4); m/n = 1/4: (1/4, 9/4); m/n = 1/4, v n = 8: (2, 18)."""
+    got = marchenko_pastur_edges(m, n, variance)
+    # a square root of an exact quarter and two products: exact or 2 ulps of the upper edge
+    claim_assert(all(abs(g - e) <= 4 * EPS64 * edges[1] for g, e in zip(got, edges)),
+                 "Marchenko-Pastur edges differ from v n (1 -+ sqrt(m/n))^2", m=m, n=n, variance=variance, got=list(got),
+                 expected=list(edges))
+
+
+@pytest.mark.claim("spectral.mp-density-explicit")
+@given(m=st.integers(1, 500), extra=st.integers(0, 500), variance=st.floats(1e-3, 1e3))
+def test_marchenko_pastur_edges_straddle_v_n_and_their_roots_differ_by_2_sqrt_v_m(m, extra, variance):
+    """sqrt(b) + sqrt(a) = 2 sqrt(v n) and sqrt(b) - sqrt(a) = 2 sqrt(v m): the support is centred on v (n + m)."""
+    n = m + extra
+    a, b = marchenko_pastur_edges(m, n, variance)
+    ra, rb = math.sqrt(a), math.sqrt(b)
+    # each edge rounds ~4 times; its root halves that; sums of values <= 2 sqrt(v n): 16 ulps of that size
+    tol = 16 * EPS64 * 2 * math.sqrt(variance * n)
+    claim_assert(abs(rb + ra - 2 * math.sqrt(variance * n)) <= tol and abs(rb - ra - 2 * math.sqrt(variance * m)) <= tol
+                 and abs((a + b) / 2 - variance * (n + m)) <= 8 * EPS64 * b,
+                 "the Marchenko-Pastur edges are not v (sqrt n -+ sqrt m)^2", m=m, n=n, variance=variance, a=a, b=b)

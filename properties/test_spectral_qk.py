@@ -13,7 +13,7 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, premise, record, refutes
+from claimcheck import claim_assert, control, premise, record, refutes
 from impl.critical_scaling import loglog_fit, row_entropy
 from impl.softmax import stable_softmax
 from impl.spectral import effective_rank, singular_values, spectral_concentration, spectral_norm
@@ -45,10 +45,12 @@ def qk_projections(draw, max_d: int = 6):
 
 
 @pytest.mark.claim("spectral.w-qk-product-definition", "spectral.qk-monitor-shape-comment")
+@pytest.mark.parametrize("product", [pytest.param(lambda w_q, w_k: w_q @ w_k.T, id="wq-wkT"), pytest.param(
+    lambda w_q, w_k: w_q.T @ w_k, id="wqT-wk", marks=control("the transposes swapped, W_Q^T W_K: d_k x d_k, not d x d"))])
 @given(wqk=qk_projections())
-def test_w_qk_is_d_by_d_with_rank_at_most_d_k(wqk):
+def test_w_qk_is_d_by_d_with_rank_at_most_d_k(product, wqk):
     w_q, w_k = wqk
-    w = w_q @ w_k.T
+    w = product(w_q, w_k)
     d, d_k = w_q.shape
     # zero singular values come back below the rounding of W's d_k-term sums, d_k u || |W_Q| |W_K|^T ||_2, plus the
     # SVD's 16 d eps ||W||_2 (test_linear_algebra._tol)
@@ -316,12 +318,14 @@ def test_attention_approaches_a_rank_one_matrix_in_high_dimension():
 
 
 @pytest.mark.claim("spectral.high-dim-token-orthogonality", "spectral.high-dim-setup-wq-wk-wv-dxd")
-def test_inner_products_of_independent_gaussian_tokens_over_d_vanish_like_d_to_minus_half():
+@pytest.mark.parametrize("normaliser", [pytest.param(lambda d: d, id="d"), pytest.param(math.sqrt, id="sqrt-d", marks=control(
+    "x.y / sqrt(d), the attention-logit scaling, for x.y / d: its std stays 1 and does not vanish"))])
+def test_inner_products_of_independent_gaussian_tokens_over_d_vanish_like_d_to_minus_half(normaliser):
     ds, pairs = [16, 64, 256, 1024], 400
     stds = []
     for d in ds:
         x, y = gaussian((pairs, d), 32 + d), gaussian((pairs, d), 33 + d)
-        stds.append(((x * y).sum(-1) / d).std().item())
+        stds.append(((x * y).sum(-1) / normaliser(d)).std().item())
     fit = loglog_fit(torch.tensor(ds), torch.tensor(stds))
     record("series[std of x_i.x_j/d vs d]", {"n": ds, "y": stds})
     record("fit[std of x_i.x_j/d vs d]", fit.as_figure())
@@ -346,12 +350,15 @@ def test_asymptotic_orthogonality_makes_attention_diagonal():
 
 @pytest.mark.claim("spectral.high-dim-attention-entry-formula", "spectral.high-dim-attention-matrix-definition",
                    "spectral.high-dim-score-dominates")
+@pytest.mark.parametrize("transposed", [pytest.param(False, id="x_i-W-x_j"), pytest.param(True, id="x_j-W-x_i", marks=control(
+    "the score's indices swapped, x_j^T W x_i: the transpose of the score matrix for a non-symmetric W"))])
 @given(seed=seeds(), n=st.integers(1, 6), d=st.integers(1, 8))
-def test_attention_entries_are_row_softmax_of_bilinear_scores(seed, n, d):
+def test_attention_entries_are_row_softmax_of_bilinear_scores(transposed, seed, n, d):
     x, w_q, w_k = gaussian((n, d), seed), gaussian((d, d), seed + 1), gaussian((d, d), seed + 2)
     w = w_q @ w_k.T
     a = stable_softmax(x @ w_q @ (x @ w_k).T / math.sqrt(d))
     scores = torch.stack([torch.stack([x[i] @ w @ x[j] for j in range(n)]) for i in range(n)]) / math.sqrt(d)
+    scores = scores.T if transposed else scores
     entry = torch.exp(scores - scores.max(-1, keepdim=True).values)
     entry = entry / entry.sum(-1, keepdim=True)
     # two float64 evaluations of the same softmax (weights <= 1) differ by a few ulps of their O(d) scores
@@ -360,13 +367,15 @@ def test_attention_entries_are_row_softmax_of_bilinear_scores(seed, n, d):
 
 @pytest.mark.claim("spectral.high-dim-attention-limit-gaussian", "spectral.high-dim-attention-determined-by-spectrum",
                    "spectral.spectrum-not-weights-determines-behavior", "spectral.high-dim-spectral-decomposition-symmetric")
+@pytest.mark.parametrize("rotate", [pytest.param(lambda x, u: x @ u, id="XU"), pytest.param(
+    lambda x, u: x @ u.T, id="XUT", marks=control("G = X U^T, the transpose of the eigenvector matrix, for G = X U"))])
 @given(seed=seeds(), n=st.integers(1, 6), d=st.integers(1, 8))
-def test_symmetric_w_qk_logits_equal_gaussian_lambda_form_with_g_equal_xu(seed, n, d):
+def test_symmetric_w_qk_logits_equal_gaussian_lambda_form_with_g_equal_xu(rotate, seed, n, d):
     b = gaussian((d, d), seed)
     w = b + b.T
     lam, u = torch.linalg.eigh(w)
     x = gaussian((n, d), seed + 1)
-    g = x @ u  # rows of X U are again i.i.d. N(0, I_d): U is orthogonal
+    g = rotate(x, u)  # rows of X U are again i.i.d. N(0, I_d): U is orthogonal
     # eigh is backward stable (error ~ d eps ||W||, d <= 8): 1e-12 relative, 1e-11 for the triple products
     claim_assert((u @ torch.diag(lam) @ u.T - w).abs().max() <= 1e-12 * max(1.0, w.abs().max().item()),
                  "W != U Lambda U^T", seed=seed)

@@ -4,7 +4,8 @@ The code runs from ``sources/`` (``properties.strategies.spectral.printed_code``
 quantities: "effective_rank" is the stable rank at spectral.txt line 79, a 99%-mass count at line 594 and
 the Roy-Vetterli entropy rank at linear-algebra.txt lines 144-146; "spectral_gap" is 1 - lambda_2
 (spectral.txt line 52), 1 - s_2/s_1 (line 80), s_1 - s_2 (line 598) and s_2/s_1 (linear-algebra.txt 141).
-Each test checks one printed metric against the formula it actually implements.
+Each test checks one printed metric against the formula it actually implements, and is also run on a mutant of
+the printed code (a one-line plausible bug: the other gap, an off-by-one, a transpose) as its negative control.
 """
 import contextlib
 import io
@@ -22,6 +23,7 @@ from impl.lowrank import truncated_svd
 from impl.spectral import (eigenvalue_gap, effective_rank, mass_rank, relative_singular_value_gap,
                            singular_value_gap, singular_value_ratio, singular_values, stable_rank)
 from properties.strategies.spectral import attention_matrices, fresh_code, gaussian, printed_code, real_matrices, seeds
+from properties.test_snippets_called import AS_PRINTED, mutant, mutant_code
 
 matplotlib.use("Agg")
 EIG_TOL = 1e-6  # eigenvalues of non-normal matrices: O(sqrt(eps)) error near defective ones
@@ -33,19 +35,21 @@ def _svd_tol(a: torch.Tensor) -> float:
     return 16 * max(a.shape[-2:]) * EPS64 * max(singular_values(a).max().item(), 1e-300)
 
 
-def _code(claim_id: str, name: str):
-    return printed_code(claim_id).namespace[name]
+def _code(claim_id: str, name: str, mutation: tuple[str, str] | None = None):
+    return (mutant_code(claim_id, *mutation) if mutation else printed_code(claim_id)).namespace[name]
 
 
-def _analyze(a: torch.Tensor) -> dict:
-    return _code("spectral.snippet-spectral-doc-analyze-attention-spectrum", "analyze_attention_spectrum")(a)
+def _analyze(a: torch.Tensor, mutation: tuple[str, str] | None = None) -> dict:
+    return _code("spectral.snippet-spectral-doc-analyze-attention-spectrum", "analyze_attention_spectrum", mutation)(a)
 
 
 @pytest.mark.claim("spectral.snippet-analyze-normalize-max-singular-one", "spectral.snippet-analyze-effective-rank-is-stable-rank",
                    "spectral.snippet-analyze-spectral-gap-singular-ratio", "spectral.snippet-analyze-tail-ratio")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "(s ** 2).sum() / (s[0] ** 2)", "(s ** 2).sum() / s[0]", "s_1 left unsquared in the stable rank")])
 @given(a=attention_matrices(2, 10))
-def test_spectral_doc_analyze_attention_spectrum_computes_stable_rank_and_relative_singular_gap(a):
-    out = _analyze(a)
+def test_spectral_doc_analyze_attention_spectrum_computes_stable_rank_and_relative_singular_gap(mutation, a):
+    out = _analyze(a, mutation)
     s = singular_values(a)
     # numpy's and torch's SVDs of the same float64 matrix agree to a few ulps of s_1
     tol = 64 * 2.0**-52 * s[0].item()
@@ -67,9 +71,11 @@ def test_spectral_doc_analyze_attention_spectrum_computes_stable_rank_and_relati
 @pytest.mark.claim("spectral.snippet-analyze-effective-rank-is-stable-rank", "spectral.snippet-analyzer-effective-rank-99pct-count",
                    "spectral.analyze-effective-rank-spectral-entropy", "spectral.snippet-analyzer-spectral-gap-unnormalized",
                    "spectral.spectral-gap-definition")
-def test_the_three_effective_ranks_and_four_spectral_gaps_differ_on_one_matrix():
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "(s[0] - s[1]).item()", "(1 - s[1] / s[0]).item()", "the gap normalised by s_1 (spectral.txt line 80's definition)")])
+def test_the_three_effective_ranks_and_four_spectral_gaps_differ_on_one_matrix(mutation):
     a = torch.softmax(gaussian((16, 16), 40) * 2, dim=-1)
-    analyzer = _analyzer_class()(None)
+    analyzer = _analyzer_class(mutation)(None)
     ranks = {"stable rank (spectral.txt 79)": stable_rank(a).item(),
              "99% singular-value mass count (spectral.txt 594)": analyzer._effective_rank(a),
              "Roy-Vetterli entropy rank (linear-algebra.txt 146)": effective_rank(a).item()}
@@ -89,16 +95,19 @@ def test_the_three_effective_ranks_and_four_spectral_gaps_differ_on_one_matrix()
                  "_spectral_gap != s_1 - s_2")
 
 
-def _la_analyze(q: torch.Tensor, k: torch.Tensor) -> dict:
-    return _code("spectral.snippet-la-analyze-attention-spectrum", "analyze_attention_spectrum")(q, k)
+def _la_analyze(q: torch.Tensor, k: torch.Tensor, mutation: tuple[str, str] | None = None) -> dict:
+    return _code("spectral.snippet-la-analyze-attention-spectrum", "analyze_attention_spectrum", mutation)(q, k)
 
 
 @pytest.mark.claim("spectral.analyze-sigma1-is-largest-singular-value", "spectral.analyze-spectral-gap-is-ratio",
                    "spectral.analyze-effective-rank-spectral-entropy")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "S_norm = S / (S.sum(dim=-1, keepdim=True) + 1e-8)", "S_norm = S / (S[..., :1] + 1e-8)",
+    "the spectrum normalised by s_1, not by its sum, before the entropy")])
 @given(seed=seeds(), b=st.integers(1, 2), h=st.integers(1, 3), n=st.integers(2, 8), d=st.integers(1, 4))
-def test_la_analyze_attention_spectrum_on_4d_inputs(seed, b, h, n, d):
+def test_la_analyze_attention_spectrum_on_4d_inputs(mutation, seed, b, h, n, d):
     q, k = gaussian((b, h, n, d), seed), gaussian((b, h, n, d), seed + 1)
-    out = _la_analyze(q, k)
+    out = _la_analyze(q, k, mutation)
     a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1)
     s = singular_values(a)
     # the same softmax A, decomposed twice (svd, svdvals): each value within _svd_tol
@@ -118,18 +127,21 @@ def test_la_analyze_attention_spectrum_on_4d_inputs(seed, b, h, n, d):
                  "'effective_rank' is not exp(H(s / sum s)) in [1, n]", seed=seed, got=out["effective_rank"], exact=erank)
 
 
-def _la_block():
-    ns = printed_code("architecture.snippet-la-linear-algebraic-transformer").namespace
+def _la_block(mutation: tuple[str, str] | None = None):
+    claim = "architecture.snippet-la-linear-algebraic-transformer"
+    ns = (mutant_code(claim, *mutation) if mutation else printed_code(claim)).namespace
     torch.manual_seed(0)
     return ns["LABlock"](16, 2, 32, dropout=0.0).double()
 
 
 @pytest.mark.claim("spectral.lablock-svd-sigma-means", "spectral.lablock-spectral-gap-ratio",
                    "spectral.lablock-effective-rank-spectral-entropy")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "sigma_2 = S[:, :, 1].mean()", "sigma_2 = S[:, :, 1].max()", "the largest s_2 over batch and heads, not their mean")])
 @given(seed=seeds())
 @settings(max_examples=10)  # each example builds and runs a block; 10 seeds cover the averaging
-def test_lablock_reports_batch_head_means_of_singular_value_statistics(seed):
-    block = _la_block()
+def test_lablock_reports_batch_head_means_of_singular_value_statistics(mutation, seed):
+    block = _la_block(mutation)
     x = gaussian((3, 5, 16), seed)
     _, info = block(x, return_spectral=True)
     xn = block.ln1(x)
@@ -152,14 +164,16 @@ def test_lablock_reports_batch_head_means_of_singular_value_statistics(seed):
                  "effective_rank is not the mean entropy rank", info=info, erank=erank)
 
 
-def _analyzer_class():
-    return _code("spectral.snippet-transformer-spectral-analyzer", "TransformerSpectralAnalyzer")
+def _analyzer_class(mutation: tuple[str, str] | None = None):
+    return _code("spectral.snippet-transformer-spectral-analyzer", "TransformerSpectralAnalyzer", mutation)
 
 
 @pytest.mark.claim("spectral.snippet-analyzer-effective-rank-99pct-count", "spectral.snippet-analyzer-spectral-gap-unnormalized")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "(cumsum < threshold).sum().item() + 1", "(cumsum < threshold).sum().item()", "an off-by-one in the 99% count")])
 @given(a=real_matrices(2, 10, 5.0))
-def test_analyzer_effective_rank_is_the_99_percent_mass_count_and_gap_is_s1_minus_s2(a):
-    analyzer = _analyzer_class()(None)
+def test_analyzer_effective_rank_is_the_99_percent_mass_count_and_gap_is_s1_minus_s2(mutation, a):
+    analyzer = _analyzer_class(mutation)(None)
     claim_assert(analyzer._effective_rank(a) == int(mass_rank(a, 0.99)), "_effective_rank is not the least k with "
                  "99% of the singular-value mass", a=a, got=analyzer._effective_rank(a), expected=mass_rank(a, 0.99))
     # s_1 - s_2 from two SVDs, each value within _svd_tol
@@ -454,21 +468,27 @@ def test_spectral_pruning_discards_exactly_the_target_fraction():
                  kept=kept, zero_entries=int((out == 0).sum()), entries=100)
 
 
-def _quantize(w: torch.Tensor, recorder: list):
+def _quantize(w: torch.Tensor, recorder: list, mutation: tuple[str, str] | None = None):
     def quantize(x, bits):  # stands in for the undefined helper and records what it is given
         recorder.append(x.clone())
         return x
 
-    fn = fresh_code("spectral.snippet-spectral-preserving-quantize", quantize=quantize).namespace["spectral_preserving_quantize"]
-    return fn(w)
+    claim = "spectral.snippet-spectral-preserving-quantize"
+    run = mutant_code(claim, *mutation, quantize=quantize) if mutation else fresh_code(claim, quantize=quantize)
+    return run.namespace["spectral_preserving_quantize"](w)
+
+
+# a negative control of both quantize tests: 0.8 r rounded to nearest, not floored (int(4.8) = 4 of r = 6 becomes 5)
+_ROUNDED_K = mutant("k = int(0.8 * len(s))", "k = round(0.8 * len(s))", "0.8 r rounded to the nearest integer, not floored")
 
 
 @pytest.mark.claim("spectral.snippet-quantize-keeps-top-80pct", "spectral.quantize-only-important-components-comment")
 @given(w=real_matrices(1, 8, 5.0))
 @settings(max_examples=25)  # each example re-executes the printed code
-def test_quantize_passes_only_the_top_floor_80_percent_singular_values(w):
+@pytest.mark.parametrize("mutation", [AS_PRINTED, _ROUNDED_K])
+def test_quantize_passes_only_the_top_floor_80_percent_singular_values(mutation, w):
     seen: list = []
-    out = _quantize(w, seen)
+    out = _quantize(w, seen, mutation)
     s = singular_values(w)
     k = int(0.8 * len(s))
     # torch.svd is torch.linalg.svd; against svdvals: each value within _svd_tol (twice); the rebuilds as in pruning
@@ -481,12 +501,13 @@ def test_quantize_passes_only_the_top_floor_80_percent_singular_values(w):
 @pytest.mark.claim("spectral.snippet-quantize-keeps-top-80pct")
 @given(r=st.integers(5, 96), seed=seeds())
 @settings(max_examples=20)  # each example re-executes the printed code
-def test_quantize_keeps_80_percent_of_the_singular_values(r, seed):
+@pytest.mark.parametrize("mutation", [AS_PRINTED, _ROUNDED_K])
+def test_quantize_keeps_80_percent_of_the_singular_values(mutation, r, seed):
     # weight matrices of the sizes the document is about (rank r >= 5): int(0.8 r) is floor(4 r / 5) exactly (the
     # product 0.8 * r never rounds below an integer it should reach; checked for every r <= 2e5), so the share kept
     # is within 1 / r of 80% and exactly 80% when 5 divides r
     seen: list = []
-    _quantize(gaussian((r, r), seed), seen)
+    _quantize(gaussian((r, r), seed), seen, mutation)
     kept = len(seen[0])
     claim_assert(kept == (4 * r) // 5 and abs(kept / r - 0.8) < 1 / r,
                  "the code does not keep floor(80%) of the r singular values", kept=kept, total=r)

@@ -64,7 +64,6 @@ GOOD_CLAIM = """
 
 GOOD_TEST = """
 import pytest
-import torch
 
 @pytest.mark.claim("softmax.shift")
 def test_shift():

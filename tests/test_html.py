@@ -46,8 +46,9 @@ def elements(page: str) -> list[tuple[str, dict]]:
 
 
 def panel(page: str, cid: str) -> str:
+    """A claim's panel as the reader sees it once open: its packed measurements put back (as report.js does)."""
     start = page.index(f'<article class="claim" id="claim-{cid}"')
-    return page[start:page.index("</article>", start)]
+    return html.unpack(page, page[start:page.index("</article>", start)])
 
 
 def test_page_fetches_nothing_from_the_network(page):
@@ -103,7 +104,7 @@ def test_error_ratio_and_scaling_figures_are_plotted_inline(page):
     assert flash.count("<svg") == 2  # the error-ratio distributions and the benchmark
     assert "backend=tiled,dtype=float32,mask=none,out" in flash and "max_abs_error" in flash
     scaling = panel(page, "complexity.quadratic-time")
-    assert scaling.count("<svg") == 1 and "slope 2 [1.98, 2.02]" in scaling
+    assert scaling.count("<svg") == 1 and "fitted n^2 [95%: 1.98, 2.02]" in scaling
 
 
 def test_benchmark_results_are_shown_under_their_claim(page):

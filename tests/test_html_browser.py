@@ -242,3 +242,66 @@ def test_summary_card_filters_the_table_by_status(browser, page_url):
     assert browser.evaluate(VISIBLE_ROWS) == ["spectral.eigenvalues-positive"]
     assert browser.evaluate("document.getElementById('f-status').value") == "refuted"
     assert browser.problems() == []
+
+
+def wait_for(browser: DevTools, condition: str, timeout_ms: int = 5000) -> None:
+    """Poll a JavaScript condition until it holds (the page unpacks panels asynchronously)."""
+    ok = browser.evaluate(f"""new Promise((resolve) => {{ const t0 = Date.now(); (function poll() {{
+        if ({condition}) resolve(true); else if (Date.now() - t0 > {timeout_ms}) resolve(false);
+        else setTimeout(poll, 20); }})(); }})""")
+    assert ok, f"timed out waiting for {condition}"
+
+
+def test_findings_lead_the_first_screen_worst_first(browser, page_url, tiny_project):
+    browser.open("about:blank")
+    browser.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 900, "deviceScaleFactor": 1,
+                                                        "mobile": False})
+    browser.send("Page.navigate", {"url": page_url})
+    browser.wait_event("Page.loadEventFired")
+    first = browser.evaluate("""(() => { const li = document.querySelector('#findings ol.findings li');
+        const r = li.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, href: li.querySelector('a').hash,
+        counts: document.getElementById('summary').getBoundingClientRect().top}; })()""")
+    results = json.loads(tiny_project.results_path.read_text())
+    data = report.build(load_registry(tiny_project.root / "claims.yaml"), load_sources(tiny_project.root), results, None)
+    assert first["href"] == f"#claim-{data['findings'][0]['id']}"  # the worst finding, by claimcheck/findings.py
+    assert 0 <= first["top"] and first["bottom"] <= 900 and first["bottom"] < first["counts"]  # above the counts
+    browser.screenshot(ARTIFACTS / "report-first-screen.png")
+    assert browser.problems() == []
+
+
+def test_a_deep_link_opens_the_claim_with_its_measurements_unpacked(browser, page_url):
+    browser.open(page_url + "#claim-spectral.eigenvalues-positive")
+    wait_for(browser, "document.getElementById('claim-spectral.eigenvalues-positive').dataset.ready === 'true'")
+    (panel,) = browser.evaluate(OPEN_PANEL)
+    assert panel["id"] == "claim-spectral.eigenvalues-positive"
+    assert "eigenvalues (computed for this report): 1, -1" in panel["text"]
+    assert "test_eigenvalues_have_nonnegative_real_part" in panel["text"]
+    # plots arrive with their panel, drawn, with no id shared with anything else on the page
+    browser.evaluate("location.hash = 'claim-complexity.quadratic-time'")
+    wait_for(browser, "document.getElementById('claim-complexity.quadratic-time').dataset.ready === 'true'")
+    box = browser.evaluate("""(() => { const s = document.querySelector('#claim-complexity\\\\.quadratic-time svg');
+        const r = s.getBoundingClientRect(); return {w: r.width, h: r.height}; })()""")
+    assert box["w"] > 300 and box["h"] > 150
+    ids = browser.evaluate("Array.from(document.querySelectorAll('[id]')).map(e => e.id)")
+    assert len(ids) == len(set(ids))
+    browser.screenshot(ARTIFACTS / "report-plot-open.png")
+    assert browser.problems() == []
+
+
+def test_the_claim_graph_links_claims_and_shows_what_rests_on_a_refuted_claim(browser, page_url):
+    browser.open(page_url)
+    nodes = browser.evaluate("Array.from(document.querySelectorAll('#graph .node')).map(n => "
+                             "({id: n.dataset.id, status: n.dataset.status, refuted: n.classList.contains('on-refuted')}))")
+    by_id = {n["id"]: n for n in nodes}
+    assert by_id["spectral.eigenvalues-positive"]["status"] == "refuted"
+    assert by_id["spectral.gap-bound"]["refuted"] and not by_id["softmax.row-stochastic"]["refuted"]
+    browser.click('#graph .node[data-id="spectral.gap-bound"] rect')
+    browser.evaluate("new Promise(r => setTimeout(r, 100))")
+    assert browser.evaluate("location.hash") == "#claim-spectral.gap-bound"
+    browser.evaluate("location.hash = 'graph'")
+    browser.click("#graph-refuted")
+    dimmed = browser.evaluate("Array.from(document.querySelectorAll('#graph .node.dim')).map(n => n.dataset.id)")
+    assert "spectral.gap-bound" not in dimmed and "spectral.eigenvalues-positive" not in dimmed  # and what it rests on
+    assert "softmax.row-stochastic" in dimmed
+    browser.screenshot(ARTIFACTS / "report-graph.png")
+    assert browser.problems() == []

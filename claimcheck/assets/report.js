@@ -11,12 +11,23 @@
   const none = document.getElementById("none");
   const sections = JSON.parse(document.getElementById("claim-index").textContent);
   let sectionFilter = "";
+  // What the search box matches: the row (id, where, section, topic, kind, ...) and its panel's quote
+  // (with its LaTeX source), statement and correction.
+  const searchText = new Map(rows.map((row) => {
+    const panel = document.getElementById("claim-" + row.dataset.id);
+    const parts = [row.textContent];
+    if (panel) {
+      for (const el of panel.querySelectorAll(".sidebyside, .correction")) parts.push(el.textContent);
+      for (const el of panel.querySelectorAll("[data-tex]")) parts.push(el.dataset.tex);
+    }
+    return [row, parts.join(" ").toLowerCase()];
+  }));
 
   function apply() {
     const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
     let n = 0;
     for (const row of rows) {
-      let ok = words.every((w) => row.dataset.search.includes(w));
+      let ok = words.every((w) => searchText.get(row).includes(w));
       for (const s of selects) {
         if (ok && s.value && row.dataset[s.dataset.key] !== s.value) ok = false;
       }
@@ -80,18 +91,88 @@
     location.hash = "claim-" + row.dataset.id;
   });
 
+  // The panels' measurements travel in one gzipped JSON list (claimcheck/html.py, _pack), unpacked on
+  // the first panel opened; each placeholder's template names its entry.
+  let packed = null;
+  async function unpacked() {
+    if (!packed) {
+      const text = document.getElementById("packed").textContent.trim();
+      if (!text || typeof DecompressionStream === "undefined") return null;
+      const bytes = Uint8Array.from(atob(text), (ch) => ch.charCodeAt(0));
+      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+      packed = JSON.parse(await new Response(stream).text());
+    }
+    return packed;
+  }
+  async function unpackPanel(panel) {
+    const boxes = panel.querySelectorAll(".packed:not([data-ready])");
+    if (!boxes.length) return;
+    const contents = await unpacked();
+    for (const box of boxes) {
+      const template = box.querySelector("template[data-pack]");
+      if (!contents || !template) {
+        box.querySelector(".loading").textContent = "This browser cannot unpack these tables (no DecompressionStream).";
+        continue;
+      }
+      box.innerHTML = contents[Number(template.dataset.pack)];
+      box.dataset.ready = "true";
+    }
+    panel.dataset.ready = "true";
+  }
+
   function markCurrent() {
     for (const row of rows) row.classList.remove("current");
     const id = decodeURIComponent(location.hash.slice(1));
     if (id.startsWith("claim-")) {
       const row = document.getElementById("row-" + id.slice(6));
       if (row) row.classList.add("current");
+      const panel = document.getElementById(id);
+      if (panel) unpackPanel(panel);
     }
   }
   window.addEventListener("hashchange", markCurrent);
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && location.hash.startsWith("#claim-")) location.hash = "claims";
   });
+  // The LaTeX-source toggle of any panel shows every formula's source in place of its MathML.
+  document.addEventListener("change", (event) => {
+    if (!event.target.classList.contains("show-tex")) return;
+    document.body.classList.toggle("show-tex-source", event.target.checked);
+    for (const box of document.querySelectorAll(".show-tex")) box.checked = event.target.checked;
+  });
+
+  // The claim graph: hovering a claim lights what it uses and what uses it; the checkbox keeps only
+  // the claims that rest on a refuted claim (and the refuted claims under them).
+  const graph = document.getElementById("graph");
+  if (graph) {
+    const nodes = Array.from(graph.querySelectorAll(".node"));
+    const paths = Array.from(graph.querySelectorAll("path"));
+    const refutedOnly = document.getElementById("graph-refuted");
+    function showRefuted() {
+      const keep = new Set();
+      for (const n of nodes) if (n.classList.contains("on-refuted")) keep.add(n.dataset.id);
+      for (const p of paths) {
+        if (p.classList.contains("uses") && keep.has(p.dataset.from)) keep.add(p.dataset.to);
+      }
+      for (const n of nodes) n.classList.toggle("dim", refutedOnly.checked && !keep.has(n.dataset.id));
+      for (const p of paths) {
+        p.classList.toggle("dim", refutedOnly.checked && !(keep.has(p.dataset.from) && keep.has(p.dataset.to)));
+      }
+    }
+    refutedOnly.addEventListener("change", showRefuted);
+    graph.addEventListener("mouseover", (event) => {
+      const node = event.target.closest(".node");
+      if (!node) return;
+      const id = node.dataset.id;
+      const near = new Set([id]);
+      for (const p of paths) {
+        if (p.dataset.from === id) near.add(p.dataset.to);
+        if (p.dataset.to === id) near.add(p.dataset.from);
+      }
+      for (const n of nodes) n.classList.toggle("hl", near.has(n.dataset.id) && n !== node);
+    });
+  }
+
   markCurrent();
   apply();
 })();

@@ -1,0 +1,73 @@
+"""The experiment harness itself (experiments/harness.py): decisions, intervals, caching, pre-registration."""
+import math
+
+import pytest
+
+from experiments import harness
+from experiments.conftest import registered_mismatches
+from experiments.harness import Experiment, Prediction, Scale
+from claimcheck.registry import Claim, Experiment as Registered
+
+SCALE = Scale(layers=1, d_model=4, heads=1, steps=0, seeds=4, seq_len=2, batch=1, extra={"k": 1})
+
+
+class Toy(Experiment):
+    name = "toy"
+    claim_id = "toy.claim"
+    prediction = Prediction("m", ">=", 1.0, "the mean of m over seeds is at least 1")
+
+    def __init__(self, offset: float = 0.0):
+        self.offset = offset
+
+    def run_seed(self, seed, scale):
+        return {"m": 1.5 + self.offset + 0.1 * seed, "curve:y vs x": [seed, seed + 1.0]}
+
+
+@pytest.mark.parametrize("comparison,low,high,want", [
+    (">=", 1.0, 2.0, True), (">=", 0.9, 2.0, False), (">", 1.0, 2.0, False), ("<=", 0.0, 1.0, True),
+    ("<", 0.0, 1.0, False), ("<", 0.0, 0.9, True), (">=", math.nan, 2.0, False)])
+def test_a_prediction_is_confirmed_only_by_an_interval_wholly_on_its_side(comparison, low, high, want):
+    assert Prediction("m", comparison, 1.0, "x" * 10).confirmed_by(low, high) is want
+
+
+def test_an_unknown_comparison_is_rejected():
+    with pytest.raises(ValueError):
+        Prediction("m", "==", 1.0, "equal")
+
+
+def test_run_decides_caches_and_rereads_the_same_result(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAIMS_EXPERIMENT_CACHE", str(tmp_path))
+    first = harness.run(Toy(), SCALE)
+    again = harness.run(Toy(), SCALE)
+    assert not first.cached and again.cached
+    assert (first.effect, first.ci_low, first.ci_high) == (again.effect, again.ci_low, again.ci_high)
+    assert first.confirmed and first.ci_low <= first.effect <= first.ci_high
+    assert first.values() == pytest.approx([1.5, 1.6, 1.7, 1.8])
+
+
+def test_a_broken_variant_gets_its_own_cache_entry_and_can_flip_the_outcome(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAIMS_EXPERIMENT_CACHE", str(tmp_path))
+    assert harness.cache_key(Toy(), SCALE) != harness.cache_key(Toy(offset=-1.0), SCALE)
+    assert harness.run(Toy(), SCALE).confirmed and not harness.run(Toy(offset=-1.0), SCALE).confirmed
+
+
+def test_identical_seeds_give_a_degenerate_interval():
+    per_seed = [{"m": 2.0}] * 5
+    assert harness.bootstrap_interval(Toy(), per_seed) == (2.0, 2.0)
+
+
+def test_curves_average_over_seeds_at_each_x():
+    assert harness.mean_curve([[1.0, 3.0], {"x": [1.0, 2.0, 3.0], "y": [3.0, math.inf, 5.0]}]) == \
+        ([1.0, 2.0, 3.0], [2.0, 3.0, 5.0])
+
+
+def _claim(**experiment) -> Claim:
+    reg = Registered(**{"name": "toy", "prediction": "the mean of m over seeds is at least 1", "metric": "m",
+                        "comparison": ">=", "threshold": 1.0, "scale": SCALE.as_dict(), **experiment})
+    return Claim("toy.claim", "foundations", 1, "q", "s", "t", "empirical", "holds", experiment=reg)
+
+
+def test_the_registered_prediction_must_match_the_code():
+    assert registered_mismatches(Toy(), SCALE, _claim()) == []
+    assert registered_mismatches(Toy(), SCALE, _claim(threshold=0.5))
+    assert registered_mismatches(Toy(), SCALE, None)
