@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from experiments.harness import Experiment, Prediction, Scale, deterministic, train
+from experiments.harness import Prediction, Scale, VariantExperiment, deterministic, train
 from experiments.models import ModelConfig, TinyTransformer, attention_layers, keep_attention_weights
 from experiments.tasks import documents, generator
 
@@ -69,15 +69,8 @@ def _metrics(seed: int, scale_key: str, variant: str) -> dict[str, Any]:
     }
 
 
-class SinkExperiment(Experiment):
-    def __init__(self, name: str, claim_id: str, prediction: Prediction, variant: str = "plain"):
-        self.name, self.claim_id, self.prediction, self.variant = name, claim_id, prediction, variant
-
-    def run_seed(self, seed: int, scale: Scale) -> dict[str, Any]:
-        return dict(_metrics(seed, json.dumps(scale.as_dict(), sort_keys=True), self.variant))
-
-    def control(self, variant: str) -> "SinkExperiment":
-        return SinkExperiment(f"{self.name}-{variant}", self.claim_id, self.prediction, variant)
+class SinkExperiment(VariantExperiment):
+    metrics = staticmethod(_metrics)
 
 
 FIRST_TOKEN_SINK = SinkExperiment(

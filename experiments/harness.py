@@ -108,6 +108,28 @@ class Experiment:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
 
+class VariantExperiment(Experiment):
+    """An experiment whose per-seed metrics are one function of ``(seed, scale key, variant)``: a family
+    sets ``metrics`` (a cached function, so that the experiments and controls of one family share their
+    trained models) and builds broken variants for its negative controls with :meth:`control`."""
+
+    metrics: Any = None  # staticmethod(fn(seed, scale_key: str, variant: str) -> dict)
+
+    def __init__(self, name: str, claim_id: str, prediction: Prediction, variant: str = "plain"):
+        self.name, self.claim_id, self.prediction, self.variant = name, claim_id, prediction, variant
+
+    def run_seed(self, seed: int, scale: Scale) -> dict[str, Any]:
+        return dict(type(self).metrics(seed, scale_key(scale), self.variant))
+
+    def control(self, variant: str) -> "VariantExperiment":
+        return type(self)(f"{self.name}-{variant}", self.claim_id, self.prediction, variant)
+
+
+def scale_key(scale: Scale) -> str:
+    """A scale as a hashable string (the argument of a family's cached training function)."""
+    return json.dumps(scale.as_dict(), sort_keys=True)
+
+
 @dataclass(frozen=True)
 class Result:
     """The outcome of :func:`run`: per-seed metrics, the effect, its 95% bootstrap interval, the decision."""

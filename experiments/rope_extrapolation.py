@@ -37,7 +37,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from experiments.harness import Experiment, Prediction, Scale, deterministic, train
+from experiments.harness import Prediction, Scale, VariantExperiment, deterministic, train
 from experiments.models import (ModelConfig, ScoreScale, TinyTransformer, attention_layers, keep_attention_weights,
                                 set_rope_frequencies)
 from experiments.tasks import IGNORE, Batch, generator
@@ -98,10 +98,6 @@ def _config(scale: Scale) -> ModelConfig:
     x = scale.extra
     return ModelConfig(vocab=x["vocab"], d_model=scale.d_model, layers=scale.layers, heads=scale.heads,
                        max_len=x["test_len"], positional="rope", rope_base=ROPE_BASE)
-
-
-def _key(scale: Scale) -> str:
-    return json.dumps(scale.as_dict(), sort_keys=True)
 
 
 @functools.lru_cache(maxsize=16)
@@ -189,17 +185,8 @@ def _metrics(seed: int, scale_key: str, variant: str) -> dict[str, Any]:
     return out
 
 
-class RopeExperiment(Experiment):
-    """One claim decided from :func:`_metrics`; ``variant`` selects a negative control."""
-
-    def __init__(self, name: str, claim_id: str, prediction: Prediction, variant: str = "plain"):
-        self.name, self.claim_id, self.prediction, self.variant = name, claim_id, prediction, variant
-
-    def run_seed(self, seed: int, scale: Scale) -> dict[str, Any]:
-        return dict(_metrics(seed, _key(scale), self.variant))
-
-    def control(self, variant: str) -> "RopeExperiment":
-        return RopeExperiment(f"{self.name}-{variant}", self.claim_id, self.prediction, variant)
+class RopeExperiment(VariantExperiment):
+    metrics = staticmethod(_metrics)
 
 
 UNSCALED_COLLAPSES = RopeExperiment(
