@@ -9,11 +9,12 @@ score of ``impl/`` (``results/mutants.json``, written by ``make mutants``).
 """
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from pathlib import Path
 from typing import Any
+
+from claimcheck.runrecord import read_json
 
 _FIGURE = re.compile(r"^error_ratio\[(?P<body>[^\]]*)\]$")
 
@@ -56,18 +57,10 @@ def availability() -> list[dict[str, Any]]:
     return rows
 
 
-def _saved(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def strength(results_dir: Path | None) -> dict[str, Any]:
     """The kernel zoo's and the mutants' kill rates, from their saved JSON (None where not measured)."""
-    zoo = _saved(results_dir / "kernel-zoo.json") if results_dir else None
-    mutants = _saved(results_dir / "mutants.json") if results_dir else None
+    zoo = read_json(results_dir / "kernel-zoo.json") if results_dir else None
+    mutants = read_json(results_dir / "mutants.json") if results_dir else None
     out: dict[str, Any] = {"zoo": None, "mutants": None}
     if zoo and isinstance(zoo.get("kernels"), list):
         out["zoo"] = {"killed": sum(bool(k.get("caught")) for k in zoo["kernels"]), "total": len(zoo["kernels"]),

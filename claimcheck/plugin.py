@@ -21,7 +21,7 @@ import pytest
 
 from claimcheck import evidence
 from claimcheck.registry import RegistryError, load_registry, selected
-from claimcheck.runrecord import merge_partial, run_record
+from claimcheck.runrecord import merge_partial, read_json, run_record
 from claimcheck.status import Outcome, atomic_write, build_results, observe_all, summary_counts
 
 _PREFIX = "claimcheck."
@@ -70,31 +70,29 @@ def _claim_ids(item: pytest.Item) -> list[str]:
     return ids
 
 
-def _registry(config: pytest.Config):
-    cached = getattr(config, "_claimcheck_registry", None)
+def _loaded(config: pytest.Config, attr: str, option: str, default: Path, load):
+    """A file the run reads, loaded once per process; a malformed one stops the run with its problems."""
+    cached = getattr(config, attr, None)
     if cached is None:
-        path = Path(config.getoption("claims_registry") or Path(str(config.rootpath)) / "claims.yaml")
         try:
-            cached = load_registry(path)
+            cached = load(Path(config.getoption(option) or default))
         except RegistryError as exc:
             raise pytest.UsageError(str(exc)) from exc
-        config._claimcheck_registry = cached
+        setattr(config, attr, cached)
     return cached
+
+
+def _registry(config: pytest.Config):
+    return _loaded(config, "_claimcheck_registry", "claims_registry", Path(str(config.rootpath)) / "claims.yaml",
+                   load_registry)
 
 
 def references(config: pytest.Config):
     """The references of record, loaded once per process (for the evidence of citation claims)."""
     from claimcheck.references import default_path, load_references
 
-    cached = getattr(config, "_claimcheck_references", None)
-    if cached is None:
-        path = Path(config.getoption("claims_references") or default_path(Path(str(config.rootpath))))
-        try:
-            cached = load_references(path)
-        except RegistryError as exc:
-            raise pytest.UsageError(str(exc)) from exc
-        config._claimcheck_references = cached
-    return cached
+    return _loaded(config, "_claimcheck_references", "claims_references", default_path(Path(str(config.rootpath))),
+                   load_references)
 
 
 def registry(config: pytest.Config):
@@ -235,7 +233,7 @@ class _Aggregator:
         results = build_results(registry, observed, list(self.outcomes.values()), meta)
         missing = _evidence_not_run(registry, self.outcomes)
         if missing:  # a partial run joins the previous results claim by claim, never replaces them
-            previous = _read_json(results_path)
+            previous = read_json(results_path)
             ran = {cid for o in self.outcomes.values() for cid in o.claims}
             rows, tests, meta = merge_partial(previous, results["claims"], results["tests"], meta, ran)
             # runs that together reach every piece of evidence (properties/, then experiments/) make a whole
@@ -278,14 +276,6 @@ def _evidence_not_run(registry, outcomes: dict) -> list[str]:
             if ev not in ran and not any(n.startswith(ev + "[") for n in ran if "[" not in ev):
                 missing.append(ev)
     return missing
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _profile_name() -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import platform
 import subprocess
 import sys
@@ -20,6 +21,15 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = ("torch", "triton", "hypothesis", "numpy", "pytest")
+
+
+def read_json(path: Path) -> dict | None:
+    """A JSON object from a file, or None if the file is missing, unreadable or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _git(root: Path, *args: str) -> str | None:

@@ -6,10 +6,10 @@ import textwrap
 
 import pytest
 
-from claimcheck.check import check
 from claimcheck.records import CannotCompare, compare, verdict_of, witness_verdict
 from claimcheck.references import Reference, arxiv_month
 from tests.conftest import GOOD_CLAIM, GOOD_TEST, ROOT
+from tests.test_registry_check import _one, _problems
 
 RECORD = """
 - key: su2021roformer
@@ -49,15 +49,6 @@ CITATION = """
 """
 
 
-def _problems(project):
-    return [str(p) for p in check(project.root)]
-
-
-def _one(project, *fragments):
-    found = _problems(project)
-    hits = [p for p in found if all(f in p for f in fragments)]
-    assert hits, f"no problem with {fragments} among:\n" + "\n".join(found)
-    return hits[0]
 
 
 def _setup(project, records=RECORD, claims=CITATION):
