@@ -7,6 +7,7 @@ Identities are proved with sympy on symbolic blocks and checked numerically on i
 from __future__ import annotations
 
 import functools
+import math
 import random
 
 import pytest
@@ -319,6 +320,12 @@ def test_rope_is_the_block_diagonal_product_of_commuting_plane_rotations(rotatio
     for i in range(d // 2):
         off_block[2 * i:2 * i + 2, 2 * i:2 * i + 2] = 0
     claim_assert(off_block.abs().max() == 0, "R_Theta(m) has entries outside its 2x2 diagonal blocks", m=m)
+    for i in range(d // 2):  # an oracle sharing no code with impl/: the printed block (line 252), written out
+        a = m * theta[i].item()
+        printed = torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=torch.float64)
+        claim_assert((R[2 * i:2 * i + 2, 2 * i:2 * i + 2] - printed).abs().max() <= tol,
+                     "a block of R is not the printed [[cos m theta, -sin m theta], [sin m theta, cos m theta]]",
+                     i=i, m=m, block=R[2 * i:2 * i + 2, 2 * i:2 * i + 2], printed=printed)
     claim_assert((product - R).abs().max() <= tol, "the product of plane rotations (in any order) is not R", m=m)
     claim_assert((rope_interleaved(x[None], torch.tensor([float(m)]), theta)[0] - R @ x).abs().max() <= tol,
                  "pairwise rotation of (x_2i, x_2i+1) is not R_Theta(m) x", x=x, m=m)

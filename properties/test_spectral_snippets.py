@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import matplotlib
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert, record, refutes
@@ -179,6 +179,20 @@ def test_analyzer_effective_rank_is_the_99_percent_mass_count_and_gap_is_s1_minu
     # s_1 - s_2 from two SVDs, each value within _svd_tol
     claim_assert(abs(analyzer._spectral_gap(a) - singular_value_gap(a).item()) <= 4 * _svd_tol(a) + 4 * EPS64 * max(
         singular_values(a)[0].item(), 1e-300), "_spectral_gap != s_1 - s_2", a=a)
+
+
+@pytest.mark.claim("spectral.snippet-analyzer-spectral-gap-unnormalized")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "if len(s) > 1 else s[0].item()", "if len(s) > 1 else 0.0", "0 for a matrix with one singular value")])
+@given(row=st.lists(st.floats(-5, 5, allow_nan=False, allow_infinity=False), min_size=1, max_size=8))
+@example(row=[3.0, 4.0])
+def test_analyzer_spectral_gap_of_a_single_row_is_its_only_singular_value(mutation, row):
+    a = torch.tensor([row], dtype=torch.float64)  # 1 x k: one singular value, the row's Euclidean norm
+    norm = math.hypot(*row)  # the Euclidean norm, computed apart from the SVD (no underflow for tiny entries)
+    got = _analyzer_class(mutation)(None)._spectral_gap(a)
+    # the SVD of a 1 x k matrix returns its norm to a few ulps of it
+    claim_assert(abs(got - norm) <= 8 * EPS64 * max(norm, 1e-300), "_spectral_gap of a one-row matrix is not its only "
+                 "singular value s_1", row=row, got=got, expected=norm)
 
 
 @pytest.mark.claim("spectral.snippet-analyzer-max-eigenvalue-always-one", "spectral.monitor-max-eigenvalue-warning-always-fires")
