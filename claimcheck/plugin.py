@@ -236,6 +236,14 @@ class _Aggregator:
             previous = read_json(results_path)
             ran = {cid for o in self.outcomes.values() for cid in o.claims}
             rows, tests, meta = merge_partial(previous, results["claims"], results["tests"], meta, ran)
+            # judge every claim again on the union of the outcomes: evidence split over runs (properties/, then
+            # experiments/) counts together; outcomes of tests the registry no longer names are dropped
+            named = [ev for c in registry.claims for ev in c.evidence]
+            tests = [t for t in tests if any(t["nodeid"] == ev or t["nodeid"].startswith(ev + "[") for ev in named)]
+            union = [Outcome(**t) for t in tests]
+            runs = {r["id"]: r.get("run") for r in rows}
+            rows = [{**r, "run": runs.get(r["id"])} for r in build_results(registry, observe_all(registry, union), union,
+                                                                           meta)["claims"]]
             # runs that together reach every piece of evidence (properties/, then experiments/) make a whole
             still = _evidence_not_run(registry, {t["nodeid"]: None for t in tests})
             meta["not_run"] = len(still)

@@ -250,3 +250,21 @@ def test_negative_controls_are_recorded_and_one_that_passes_fails_the_run(pytest
     assert rows["t.c"]["status"] == "verified" and rows["t.c"]["controls"] == {"ran": 1, "rejected": 1}
     assert rows["t.weak"]["status"] == "mismatch" and "negative control was accepted" in rows["t.weak"]["detail"]
     assert result.ret == 1
+
+
+def test_a_claim_whose_evidence_is_split_over_two_runs_is_judged_on_both(pytester):
+    pytester.makefile(".yaml", claims=textwrap.dedent("""
+        - {id: t.split, source: foundations, line: 85, quote: 'max', statement: refuted in one file and corrected in another., topic: softmax, kind: identity, verdict: partly, correction: the corrected form holds., evidence: [properties/test_a.py::test_refutes, properties/test_b.py::test_correction]}
+    """))
+    pytester.mkpydir("properties")
+    (pytester.path / "properties" / "test_a.py").write_text(
+        "import pytest\nfrom claimcheck import claim_assert, refutes\n\n"
+        '@pytest.mark.claim("t.split")\n@refutes(reason="constructed")\ndef test_refutes():\n'
+        '    claim_assert(False, "the claim as written fails")\n')
+    (pytester.path / "properties" / "test_b.py").write_text(
+        'import pytest\n\n@pytest.mark.claim("t.split")\ndef test_correction():\n    assert True\n')
+    for part in ("properties/test_a.py", "properties/test_b.py"):
+        out = pytester.runpytest_subprocess(part, "-p", "no:cacheprovider")
+        assert (pytester.path / "results" / "claims-results.json").exists(), out.stdout.str()[-3000:]
+    rows = {r["id"]: r for r in json.loads((pytester.path / "results" / "claims-results.json").read_text())["claims"]}
+    assert rows["t.split"]["status"] == "refuted", rows["t.split"]
