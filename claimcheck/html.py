@@ -174,7 +174,7 @@ def _summary(report: dict) -> str:
                      (("document", "Document"), ("topic", "Topic"), ("verdict", "Verdict"), ("kind", "Kind")))
     by_doc = _cross_table(report, "document")
     return (f'<section id="summary">\n<h2>Summary</h2>\n<div class="cards">{cards}</div>\n{decided}\n'
-            f'<div class="counts">{tables}</div>\n{by_doc}</section>\n')
+            f'<div class="counts">{tables}</div>\n{by_doc}{_grade_legend()}</section>\n')
 
 
 def _backends(report: dict) -> str:
@@ -494,9 +494,14 @@ GRADE_HELP = {
 }
 
 
+def _grade_legend() -> str:
+    items = "".join(f'<li><span class="grade g-{g}">{g}</span> {_e(h)}</li>' for g, h in GRADE_HELP.items())
+    return f'<div class="grade-legend"><b>Evidence grades</b> (what a decided verdict rests on)<ul>{items}</ul></div>\n'
+
+
 def _grade(c: dict) -> str:
-    g = c.get("grade")
-    return f'<span class="grade g-{_e(g)}" title="{_e(GRADE_HELP[g])}">{_e(g)}</span>' if g else ""
+    g = c.get("grade")  # what each grade means is said once, in the summary's legend
+    return f'<span class="grade g-{_e(g)}">{_e(g)}</span>' if g else ""
 
 
 def _records(c: dict, report: dict) -> str:
@@ -533,8 +538,7 @@ def _control(c: dict) -> str:
     """Whether the claim's evidence has been shown able to fail (a negative control it rejected)."""
     ctl = c.get("controls") or {}
     if ctl.get("rejected"):
-        return (f'<p class="control ok">Evidence shown able to fail: {ctl["rejected"]} negative control(s) '
-                "(a deliberately wrong variant) rejected.</p>\n")
+        return f'<p class="control ok">Evidence shown able to fail: {ctl["rejected"]} negative control(s) rejected.</p>\n'
     if c["verdict"] == "holds" and c["decided"]:
         return '<p class="control none">No negative control ran for this claim\'s evidence.</p>\n'
     return ""
@@ -552,8 +556,8 @@ def _packed(content: str, what: str) -> str:
     script puts it back when its panel opens."""
     if not content:
         return ""
-    return (f'<div class="packed"><p class="loading">{_e(what[:1].upper() + what[1:])}: unpacked when this '
-            f'panel opens (needs scripts).</p><template class="pack">{content}</template></div>\n')
+    return (f'<div class="packed"><p class="loading">{_e(what[:1].upper() + what[1:])}: loads with the panel '
+            f'(scripts).</p><template class="pack">{content}</template></div>\n')
 
 
 _PACK = re.compile(r'<template class="pack">(.*?)</template>', re.S)

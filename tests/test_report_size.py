@@ -17,6 +17,7 @@ import pytest
 
 from claimcheck import html, report
 from claimcheck.cli import SHOW_LINES, render_claim_text
+from claimcheck.references import default_path, load_references
 from claimcheck.registry import load_registry
 from claimcheck.sources import load_sources
 
@@ -119,7 +120,8 @@ def real_page():
     if not path.exists():
         pytest.skip("no saved results (run the property suite first: make test does)")
     results = json.loads(path.read_text(encoding="utf-8"))
-    data = report.build(load_registry(REPO / "claims.yaml"), load_sources(REPO), results, None)
+    data = report.build(load_registry(REPO / "claims.yaml"), load_sources(REPO), results, None,
+                        references=load_references(default_path(REPO)))  # as `claims report` builds it
     return data, html.render(data)
 
 
