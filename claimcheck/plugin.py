@@ -22,7 +22,7 @@ import pytest
 from claimcheck import evidence
 from claimcheck.registry import RegistryError, load_registry, selected
 from claimcheck.runrecord import merge_partial, read_json, run_record
-from claimcheck.status import Outcome, atomic_write, build_results, observe_all, summary_counts
+from claimcheck.status import Outcome, atomic_write, build_results, evidence_index, observe_all, summary_counts
 
 _PREFIX = "claimcheck."
 
@@ -235,17 +235,16 @@ class _Aggregator:
         if missing:  # a partial run joins the previous results claim by claim, never replaces them
             previous = read_json(results_path)
             ran = {cid for o in self.outcomes.values() for cid in o.claims}
-            rows, tests, meta = merge_partial(previous, results["claims"], results["tests"], meta, ran)
+            tests, meta, runs = merge_partial(previous, results["tests"], meta, ran, [c.id for c in registry.claims])
             # judge every claim again on the union of the outcomes: evidence split over runs (properties/, then
             # experiments/) counts together; outcomes of tests the registry no longer names are dropped
-            named = [ev for c in registry.claims for ev in c.evidence]
-            tests = [t for t in tests if any(t["nodeid"] == ev or t["nodeid"].startswith(ev + "[") for ev in named)]
+            named = {ev for c in registry.claims for ev in c.evidence}
+            tests = [t for t in tests if t["nodeid"] in named or t["nodeid"].split("[", 1)[0] in named]
             union = [Outcome(**t) for t in tests]
-            runs = {r["id"]: r.get("run") for r in rows}
-            rows = [{**r, "run": runs.get(r["id"])} for r in build_results(registry, observe_all(registry, union), union,
-                                                                           meta)["claims"]]
+            rows = [{**r, "run": runs[r["id"]]} for r in build_results(registry, observe_all(registry, union), union,
+                                                                        meta)["claims"]]
             # runs that together reach every piece of evidence (properties/, then experiments/) make a whole
-            still = _evidence_not_run(registry, {t["nodeid"]: None for t in tests})
+            still = _evidence_not_run(registry, (t["nodeid"] for t in tests))
             meta["not_run"] = len(still)
             meta["complete"] = not still
             results = {**results, "claims": rows, "tests": tests, "meta": meta}
@@ -273,17 +272,10 @@ class _Aggregator:
         tr.write_line("claims: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f"  ({self.results_path}{note})")
 
 
-def _evidence_not_run(registry, outcomes: dict) -> list[str]:
-    """Evidence tests named in the registry that this run did not reach (benchmarks aside)."""
-    ran = set(outcomes)
-    missing = []
-    for c in registry.claims:
-        for ev in c.evidence:
-            if ev.startswith("benchmarks/"):
-                continue
-            if ev not in ran and not any(n.startswith(ev + "[") for n in ran if "[" not in ev):
-                missing.append(ev)
-    return missing
+def _evidence_not_run(registry, nodeids) -> list[str]:
+    """Evidence tests named in the registry that no node among ``nodeids`` reaches (benchmarks aside)."""
+    reached = evidence_index(nodeids)
+    return [ev for c in registry.claims for ev in c.evidence if not ev.startswith("benchmarks/") and ev not in reached]
 
 
 def _profile_name() -> str | None:

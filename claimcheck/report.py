@@ -28,7 +28,7 @@ from claimcheck.records import CannotCompare, compare
 from claimcheck.references import Reference
 from claimcheck.registry import DECIDED, GRADES, VERDICTS, Claim, Registry
 from claimcheck.sources import Sources
-from claimcheck.status import STATUSES
+from claimcheck.status import STATUSES, reaches
 
 REPORT_SCHEMA_VERSION = 2
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
@@ -215,7 +215,7 @@ def _match_evidence(evidence: tuple[str, ...], tests: dict[str, dict], evidence_
     for ev in evidence:
         if ev.startswith("benchmarks/"):
             continue
-        found = [n for n in tests if n == ev or (n.startswith(ev + "[") and "[" not in ev)]
+        found = [n for n in tests if reaches(ev, n)]
         if not found:
             not_run.append(ev)
         ran += [n for n in found if n not in ran]

@@ -4,7 +4,8 @@ The run record travels in the results' ``meta``: commit (and whether the tree wa
 and package versions, Hypothesis profile and seed, device and processor, start time, duration and
 which evidence was selected. A run that did not reach every claim's evidence (one test file, a
 ``-k`` expression) never replaces a complete run: its outcomes are merged claim by claim into the
-previous results, each row keeping the run it came from, and the merged file says ``partial``
+previous results (every claim judged again on the union of the outcomes), each row keeping the run
+it came from, and the merged file says ``partial``
 until the merged runs together reach every piece of evidence (the property suite, then the
 experiments, for instance).
 """
@@ -91,36 +92,29 @@ def run_record(root: Path, started: float, seconds: float, profile: str | None, 
     }
 
 
-def merge_partial(previous: dict | None, rows: list[dict], tests: list[dict], meta: dict,
-                  ran: set[str]) -> tuple[list[dict], list[dict], dict]:
-    """Rows, tests and meta of a partial run joined to the previous results.
+def merge_partial(previous: dict | None, tests: list[dict], meta: dict, ran: set[str], claim_ids: list[str]
+                  ) -> tuple[list[dict], dict, dict[str, str | None]]:
+    """The tests and meta of a partial run joined to the previous results, and the run each claim's
+    row comes from.
 
-    ``ran``: the claim ids whose evidence ran now. Their rows come from this run; every other claim
-    keeps its previous row (marked with the run it came from). Without previous results, the partial
-    rows stand alone. Either way the meta says ``complete: False``."""
+    ``ran``: the claim ids whose evidence ran now; their rows are this run's, every other claim keeps
+    the run of its previous row. The tests that did not run now keep their earlier outcomes (the caller
+    judges every claim again on the union). Without previous results the partial run stands alone."""
     meta = {**meta, "complete": False}
     if not previous or not previous.get("claims"):
-        return rows, tests, meta
-    base_run = (previous.get("meta") or {}).get("id")
-    old = {r["id"]: r for r in previous["claims"]}
-    merged = []
-    for r in rows:
-        # a row of an earlier run judged against another verdict is stale: this run's row replaces it
-        if r["id"] in ran or r["id"] not in old or old[r["id"]].get("verdict") != r.get("verdict"):
-            merged.append({**r, "run": meta["id"]})
-        else:
-            merged.append({**old[r["id"]], "run": old[r["id"]].get("run", base_run)})
+        return tests, meta, {cid: meta["id"] for cid in claim_ids}
+    base = previous.get("meta") or {}
+    old = {r["id"]: r.get("run", base.get("id")) for r in previous["claims"]}
+    runs = {cid: meta["id"] if cid in ran or cid not in old else old[cid] for cid in claim_ids}
     now = {t["nodeid"] for t in tests}
     kept = [t for t in previous.get("tests", []) if t["nodeid"] not in now]
-    meta["merged_into"] = base_run
-    meta["base"] = {k: (previous.get("meta") or {}).get(k) for k in ("id", "started", "commit", "profile")}
-    used = {r.get("run") for r in merged}
-    earlier = [r for r in (previous.get("meta") or {}).get("runs") or [_summary(previous.get("meta") or {})]
-               if r.get("id") in used]
-    meta["runs"] = earlier + [_summary(meta)]
+    meta["merged_into"] = base.get("id")
+    meta["base"] = {k: base.get(k) for k in ("id", "started", "commit", "profile")}
+    used = set(runs.values())
+    meta["runs"] = [r for r in base.get("runs") or [_summary(base)] if r.get("id") in used] + [_summary(meta)]
     # rows from another commit, another profile or a dirty tree are not one run's results
     meta["mixed"] = len({(r.get("commit"), r.get("profile"), r.get("dirty")) for r in meta["runs"]}) > 1
-    return merged, sorted(tests + kept, key=lambda t: t["nodeid"]), meta
+    return sorted(tests + kept, key=lambda t: t["nodeid"]), meta, runs
 
 
 def _summary(meta: dict) -> dict:

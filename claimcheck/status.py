@@ -70,6 +70,18 @@ class Outcome:
         self.summary = crash.message.splitlines()[0] if crash is not None and crash.message else _last_line(self.message)
 
 
+def reaches(evidence: str, nodeid: str) -> bool:
+    """Whether a test node is a piece of evidence the registry names: the node itself, or a
+    parametrized case of a test named without its parameters (``test_x`` covers ``test_x[a-b]``)."""
+    return nodeid == evidence or ("[" not in evidence and nodeid.startswith(evidence + "["))
+
+
+def evidence_index(nodeids: Any) -> set[str]:
+    """Node ids and the parameter-free names they are cases of, for membership tests by :func:`reaches`."""
+    nodeids = set(nodeids)
+    return nodeids | {n.split("[", 1)[0] for n in nodeids if "[" in n}
+
+
 def _skip_reason(report: Any) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
