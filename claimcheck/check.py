@@ -252,14 +252,14 @@ def _check_records(root: Path, reg: str, claims: list[Claim], tests: dict[str, T
                 problems.append(Problem(reg, c.line_of("witness"), c.id,
                                         f"witness quote {w.quote!r} not found within 3 lines of {w.source}:{w.line}"))
         problems += _check_grade(reg, c, tests)
+        if c.verdict in ("fails", "partly") and not c.finding:
+            problems.append(Problem(reg, c.line_of("verdict"), c.id,
+                                    f"verdict '{c.verdict}' needs a finding (kind and summary: how wrong the claim is)"))
     problems += _check_citation_conflicts(reg, claims, refs)
     return problems
 
 
 def _check_grade(reg: str, c: Claim, tests: dict[str, TestFunction]) -> list[Problem]:
-    if c.verdict in ("fails", "partly") and not c.finding:
-        return [Problem(reg, c.line_of("verdict"), c.id,
-                        f"verdict '{c.verdict}' needs a finding (kind and summary: how wrong the claim is)")]
     if c.verdict not in DECIDED or (c.same_as and not c.evidence):
         return []
     if c.grade is None:
