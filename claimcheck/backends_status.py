@@ -24,7 +24,9 @@ def _fields(body: str) -> dict[str, str]:
 
 
 def error_ratios(tests: list[dict]) -> dict[tuple[str, str], list[float]]:
-    """``(backend, dtype) -> ratios`` from every recorded ``error_ratio[backend=..,dtype=..]`` figure."""
+    """``(backend, dtype) -> ratios`` from every recorded ``error_ratio[backend=..,dtype=..]`` figure;
+    a figure naming a device other than the CPU counts under ``backend (device)``: a GPU kernel's
+    rounding is not the CPU kernel's."""
     found: dict[tuple[str, str], list[float]] = {}
     for test in tests:
         for fig in test.get("figures") or []:
@@ -34,7 +36,8 @@ def error_ratios(tests: list[dict]) -> dict[tuple[str, str], list[float]]:
                 continue
             f = _fields(m.group("body"))
             if "backend" in f and "dtype" in f:
-                found.setdefault((f["backend"], f["dtype"]), []).append(float(value))
+                name = f["backend"] if f.get("device", "cpu") == "cpu" else f'{f["backend"]} ({f["device"]})'
+                found.setdefault((name, f["dtype"]), []).append(float(value))
     return found
 
 

@@ -325,19 +325,22 @@ def _outcome_lines(outcomes: list[dict], full: bool) -> list[str]:
         cases.setdefault(o["nodeid"].split("[", 1)[0], []).append(o)
     out = []
     for question, group in cases.items():
-        buckets: dict[tuple[str, str], list[dict]] = {}  # passing cases together; skipped ones by reason
+        buckets: dict[str, list[dict]] = {}  # passing cases together, skipped ones together (--full: each)
         if not full and len(group) > SHOW_CASES:
             for o in group:
                 if o["outcome"] in ("passed", "skipped"):
-                    reason = (o.get("message") or "").strip() if o["outcome"] == "skipped" else ""
-                    buckets.setdefault((o["outcome"], reason), []).append(o)
+                    buckets.setdefault(o["outcome"], []).append(o)
         buckets = {k: v for k, v in buckets.items() if len(v) > 1}
         shared = {id(o) for v in buckets.values() for o in v}
-        for (outcome, reason), bucket in buckets.items():
+        for outcome, bucket in buckets.items():
             examples = sum(o.get("examples") or 0 for o in bucket)
             seconds = sum(o.get("seconds") or 0 for o in bucket)
+            reasons = list(dict.fromkeys((o.get("message") or "").strip() for o in bucket if outcome == "skipped"))
+            why = ""
+            if reasons:
+                why = f": {_one_line(reasons[0], 80)}" + (f" (and {len(reasons) - 1} other reasons)" if len(reasons) > 1 else "")
             out.append(f"  {outcome:<8} {bucket[0]['kind'] or '':<10} {question} x {len(bucket)} cases, "
-                       f"{examples} examples, {seconds:.3g} s" + (f": {_one_line(reason, 80)}" if reason else ""))
+                       f"{examples} examples, {seconds:.3g} s{why}")
         for o in group:
             if id(o) in shared:
                 continue
@@ -378,8 +381,9 @@ def _one_line(text: str, n: int) -> str:
 def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
     import torch
 
-    if args.device == "cpu" and not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
+    if args.device == "cpu" or not torch.cuda.is_available():
+        # before anything imports triton: CPU tensors need Triton's interpreter (on a GPU machine too)
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     from claimcheck import kernel
 
     if str(Path.cwd()) not in sys.path:
@@ -399,9 +403,11 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
             if not sep or not lo.isdigit() or not hi.isdigit() or int(lo) > int(hi):
                 raise InputError(f"--head-dims {args.head_dims!r}: expected LO-HI, e.g. 16-128")
             lo_hi = (int(lo), int(hi))
+        if args.head_dim_multiple is not None and args.head_dim_multiple < 1:
+            raise InputError(f"--head-dim-multiple {args.head_dim_multiple}: expected a positive integer")
         overrides = dict(dtypes=dtypes and [kernel.dtype_name(d) for d in dtypes], masks=masks, gqa=args.gqa,
                          backward=args.backward, head_dims=lo_hi, equal_head_dims=args.equal_head_dims,
-                         fully_masked=args.fully_masked)
+                         fully_masked=args.fully_masked, head_dim_multiple=args.head_dim_multiple)
         device = args.device
         if ":" not in args.function:  # a registry backend: --dtype only narrows the run
             backend = kernel.resolve(args.function, **{**overrides, "dtypes": None})
@@ -433,9 +439,12 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
     for case, reason in skipped:
         print(f"skip  {case.name:<32} {reason}")
     failed = [r for r in results if not r.ok]
-    print(f"claims kernel: {len(results) - len(failed)} of {len(results)} cases passed"
-          + (f", {len(failed)} failed" if failed else "") + (f", {len(skipped)} not declared or not runnable here"
-                                                              if skipped else ""))
+    declined = [r for r in results if r.status == "declined"]
+    passed = len(results) - len(failed) - len(declined)
+    print(f"claims kernel: {passed} of {len(results)} cases passed"
+          + (f", {len(failed)} failed" if failed else "")
+          + (f", {len(declined)} declined by the kernel's library" if declined else "")
+          + (f", {len(skipped)} not declared or not runnable here" if skipped else ""))
     return EXIT_CLAIMS_FAILED if failed else EXIT_OK
 
 
@@ -443,22 +452,29 @@ def _capabilities(backend, device: str) -> str:
     s = backend.devices[device]
     dtypes = ", ".join(sorted(str(d).removeprefix("torch.") for d in s.dtypes))
     lo, hi = backend.head_dims
+    dims = f"head dims {lo}..{hi}" + (f" in steps of {backend.head_dim_multiple}" if backend.head_dim_multiple > 1 else "")
     return (f"dtypes {dtypes}; masks {', '.join(sorted(s.masks)) or 'none'}; GQA {'yes' if backend.gqa else 'no'}; "
-            f"backward {'yes' if s.backward else 'no'}; head dims {lo}..{hi}{' (d_v = d_k)' if backend.equal_head_dims else ''}; "
-            f"fully masked rows {backend.fully_masked or 'not declared'}")
+            f"backward {'yes' if s.backward else 'no'}; {dims}{' (d_v = d_k)' if backend.equal_head_dims else ''}; "
+            f"fully masked rows {backend.fully_masked or 'not declared'}"
+            + ("; the kernel's library may decline problems (listed)" if backend.declines else ""))
 
 
 def _print_case(result, spec: str, backend) -> None:
     from claimcheck import kernel
 
     ratio, where = result.worst
-    verdict = {"pass": "ok", "fail": "FAIL", "error": "ERROR"}[result.status]
+    verdict = {"pass": "ok", "fail": "FAIL", "error": "ERROR", "declined": "skip"}[result.status]
     line = f"{verdict:<5} {result.case.name:<32} {result.problems:>3} problems"
+    if result.declined:
+        line += f" ({len(result.declined)} declined)"
     if result.case.mask != kernel.FULLY_MASKED:
         line += f"  worst error ratio {ratio:.3g} ({where})"
     else:
         line += "  " + ", ".join(f"{r.mask}: {r.seen}" for r in result.masked_rows)
     print(line, flush=True)
+    if result.declined:  # the kernel library's refusals: listed, never silent
+        reasons = list(dict.fromkeys(reason for _, reason in result.declined))
+        print(f"      declined: {reasons[0]}" + (f" (and {len(reasons) - 1} other reasons)" if len(reasons) > 1 else ""))
     if result.ok:
         return
     print(f"      {result.message}")
@@ -546,7 +562,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the naive same-precision error + floor; 3 x for gradients), then fully masked "
                                    "rows. Capabilities come from the options, else from fn.claims_capabilities "
                                    "(a dict: devices, dtypes, masks, gqa, backward, head_dims, equal_head_dims, "
-                                   "fully_masked), else the defaults. Exit 1 when a case fails.",
+                                   "fully_masked, head_dim_multiple, declines), else the defaults. Problems the "
+                                   "kernel's own library declines (declines(q, k, v, mask, backward) -> reason; "
+                                   "SDPA's CUDA kernels: torch's eligibility checks) are listed, not checked; a "
+                                   "case it declines whole is a skip. Exit 1 when a case fails.",
                        epilog="example: claims kernel mypkg.attn:my_attention --device cuda --dtype bfloat16 "
                               "--causal bottom-right --no-key-padding --no-bias --backward --head-dims 64-128")
     p.add_argument("function", metavar="FUNCTION", help="module:function, or a backend of impl/backends.py (triton)")
@@ -566,6 +585,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head-dims", metavar="LO-HI", help="supported head dimensions, inclusive (default: any)")
     p.add_argument("--equal-head-dims", action=argparse.BooleanOptionalAction, default=None,
                    help="the kernel needs d_v = d_k (default: no)")
+    p.add_argument("--head-dim-multiple", type=int, metavar="M",
+                   help="the kernel needs d_k and d_v to be multiples of M (its alignment; default: 1)")
     p.add_argument("--fully-masked", choices=("zero", "nan"), help="what a row with no allowed key gives "
                    "(default: not declared: recorded, not asserted)")
     p.add_argument("--mask", action="append", metavar="KIND", help="run only these mask kinds (repeat): "

@@ -19,6 +19,10 @@ Each problem is judged by the error-ratio rule (DESIGN.md; FlashAttention's test
 error against the float64 reference may be at most ``C_OUT`` (outputs) or ``C_GRAD`` (gradients)
 times the error of the naive reference computed in the same precision, plus a rounding floor.
 A problem is fully described by its :class:`ProblemSpec`, which prints as a one-line repro.
+
+A problem the kernel's own library refuses (``Backend.declines``: for SDPA's CUDA kernels, torch's
+``can_use_*`` eligibility checks) is listed in the case's ``declined``, not run, and never counts
+as a pass; a case whose every problem is refused is ``declined`` (a skip, with the reason).
 """
 from __future__ import annotations
 
@@ -30,11 +34,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 import torch
-from hypothesis import HealthCheck, Verbosity, given, seed, settings
+from hypothesis import HealthCheck, Verbosity, given, reject, seed, settings
 from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
 
 from impl.attention import Mask, attention, default_scale, repeat_kv, scores
-from impl.backends import ALL_MASKS, Backend, Support
+from impl.backends import ALL_MASKS, Backend, Support, declines
 from impl.softmax import stable_softmax
 
 EPS = {torch.float64: 2.0**-52, torch.float32: 2.0**-23, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
@@ -176,12 +181,17 @@ def fixed_problem(kind: str, seed: int, b: int = 1, h_q: int = 4, h_kv: int = 2,
 
 def fixed_problems(backend: Backend, mask_kind: str) -> list[AttentionProblem]:
     """See :func:`_fixed_problems`; built once per declared shape (callers only read the tensors)."""
-    return list(_fixed_problems(backend.head_dims, backend.equal_head_dims, backend.gqa, mask_kind))
+    return list(_fixed_problems(backend.head_dims, backend.equal_head_dims, backend.gqa, mask_kind,
+                                backend.head_dim_multiple))
+
+
+def _round_up(d: int, multiple: int) -> int:
+    return -(-d // multiple) * multiple
 
 
 @functools.lru_cache(maxsize=None)
 def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool,
-                    mask_kind: str) -> tuple[AttentionProblem, ...]:
+                    mask_kind: str, multiple: int = 1) -> tuple[AttentionProblem, ...]:
     """The problems every case of ``backend`` always sees (labels name them in verdicts).
 
     ``gqa-4/2``: 4 query heads over 2 key/value heads, n_q = 9 < n_k = 20; ``gqa-8/2``: 8 over 2,
@@ -189,11 +199,13 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     instead: the fully-masked case covers those rows); ``large-logits``: 2 over 1, n_q = n_k = 19,
     q rescaled so the largest allowed score is 110. Without GQA support, H_kv = H_q. Lengths miss
     every multiple of 16; the keys of ``gqa-4/2`` and ``large-logits`` span two 16-wide tiles (an
-    online softmax must rescale).
+    online softmax must rescale). Head dimensions: 16 (or the smallest declared), and d_v = d_k + 8
+    unless d_v must equal d_k; both rounded up to the declared alignment.
     """
     lo, hi = head_dims
-    d = min(max(16, lo), hi)
-    d_v = d if equal_head_dims or d + 8 > hi else d + 8
+    d = min(_round_up(max(16, lo), multiple), hi)
+    step = _round_up(8, multiple)
+    d_v = d if equal_head_dims or d + step > hi else d + step
     n_q, n_k = (9, 5) if mask_kind != "causal-bottom-right" else (5, 9)
     shapes = [("gqa-4/2", 4, 2, 9, 20, d, d, None), ("gqa-8/2", 8, 2, n_q, n_k, d, d_v, None),
               ("large-logits", 2, 1, 19, 19, d, d, LARGE_LOGIT)]
@@ -205,8 +217,9 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
 @st.composite
 def attention_problems(draw, mask_kinds=MASK_KINDS, gqa: bool = True, max_batch: int = 2, max_heads: int = 4,
                        min_n: int = 1, max_n: int = 40, min_d: int = 1, max_d: int = 16, same_dv: bool = False,
-                       logit_scale: tuple[float, ...] = (1.0, 4.0)) -> AttentionProblem:
-    """A float64 attention problem; ``logit_scale`` multiplies q to make the softmax peaked."""
+                       logit_scale: tuple[float, ...] = (1.0, 4.0), d_multiple: int = 1) -> AttentionProblem:
+    """A float64 attention problem; ``logit_scale`` multiplies q to make the softmax peaked; head
+    dimensions are multiples of ``d_multiple`` in ``[min_d, max_d]``."""
     kind = draw(st.sampled_from(mask_kinds), label="mask")
     b = draw(st.integers(1, max_batch), label="B")
     h_kv = draw(st.integers(1, max_heads), label="H_kv")
@@ -214,8 +227,9 @@ def attention_problems(draw, mask_kinds=MASK_KINDS, gqa: bool = True, max_batch:
     n_q = draw(st.integers(min_n, max_n), label="n_q")
     # bottom-right causal with n_q > n_k hides whole rows: keep n_k >= n_q for that mask
     n_k = draw(st.integers(n_q if kind == "causal-bottom-right" else min_n, max(max_n, n_q)), label="n_k")
-    d_k = draw(st.integers(min_d, max_d), label="d_k")
-    d_v = d_k if same_dv else draw(st.integers(min_d, max_d), label="d_v")
+    lo_m, hi_m = -(-min_d // d_multiple), max(max_d // d_multiple, -(-min_d // d_multiple))
+    d_k = d_multiple * draw(st.integers(lo_m, hi_m), label="d_k")
+    d_v = d_k if same_dv else d_multiple * draw(st.integers(lo_m, hi_m), label="d_v")
     seed_ = draw(st.integers(0, 2**31 - 1), label="seed")
     temperature = draw(st.sampled_from(logit_scale), label="logit_scale")
     return make_problem(ProblemSpec(kind, b, h_kv * group, h_kv, n_q, n_k, d_k, d_v, seed_, temperature))
@@ -227,10 +241,11 @@ def problem_strategy(backend: Backend, mask_kind: str, device: str = "cpu"):
     Interpreted Triton runs one numpy program per 16 rows and head, so its grids are kept small.
     """
     lo, hi = backend.head_dims
+    m = backend.head_dim_multiple
     small = backend.name == "triton" and device == "cpu"
     return attention_problems(mask_kinds=(mask_kind,), gqa=backend.gqa, min_d=max(1, lo),
-                              max_d=min(max(16, lo) + 8, hi), same_dv=backend.equal_head_dims,
-                              max_batch=1 if small else 2, max_heads=4, max_n=33 if small else 40)
+                              max_d=min(max(16, lo) + max(8, 2 * m), hi), same_dv=backend.equal_head_dims,
+                              max_batch=1 if small else 2, max_heads=4, max_n=33 if small else 40, d_multiple=m)
 
 
 # ---- the error-ratio rule ---------------------------------------------------------------------------
@@ -396,6 +411,10 @@ def check_fully_masked(backend: Backend, device: str = "cpu", skip: Callable[[st
             continue
         dev_mask = Mask(mask.causal, None if mask.key_padding is None else mask.key_padding.to(device),
                         None if mask.bias is None else mask.bias.to(device))
+        refused = declines(backend, q.to(device), k.to(device), v.to(device), dev_mask)
+        if refused:
+            rows.append(MaskedRows(kind, "not supported", True, refused))
+            continue
         with torch.no_grad():
             out = backend.fn(q.to(device), k.to(device), v.to(device), None, dev_mask).cpu()
         got = out[..., hidden, :]
@@ -480,7 +499,8 @@ def matrix(backend: Backend, device: str = "cpu", dtypes=None, masks=None) -> tu
 
 @dataclass
 class CaseResult:
-    """The verdict of one case: pass, fail (a problem broke the rule) or error (the kernel raised)."""
+    """The verdict of one case: pass, fail (a problem broke the rule), error (the kernel raised), or
+    declined (the kernel's own library refused every problem: ``declined`` says why)."""
 
     case: Case
     status: str = "pass"
@@ -491,10 +511,11 @@ class CaseResult:
     message: str = ""
     error: BaseException | None = None
     problems: int = 0
+    declined: list[tuple[str, str]] = field(default_factory=list)  # (problem, reason) the kernel refused
 
     @property
     def ok(self) -> bool:
-        return self.status == "pass"
+        return self.status in ("pass", "declined")
 
     @property
     def worst(self) -> tuple[float, str]:
@@ -529,6 +550,16 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
         return result
     backward = backend.devices[case.device].backward
 
+    def refused(problem: AttentionProblem) -> str | None:
+        """The kernel library's own refusal of this problem (recorded, never counted as a pass)."""
+        if backend.declines is None:
+            return None
+        q, k, v, mask = problem.cast(case.dtype, case.device)
+        reason = declines(backend, q, k, v, mask, backward)
+        if reason:
+            result.declined.append((f"{problem.label} {problem.shape}", reason))
+        return reason
+
     def judge(problem: AttentionProblem) -> list[Check]:
         checks = check_problem(backend.fn, case.dtype, problem, backward, case.device)
         result.problems += 1
@@ -540,6 +571,8 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
         result.message = _summary(checks)
 
     for problem in fixed_problems(backend, case.mask):
+        if refused(problem):
+            continue
         try:
             checks = judge(problem)
         except Exception as exc:  # noqa: BLE001
@@ -551,11 +584,13 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
         if bad and result.failing is None:
             fail(problem, checks)
     if examples <= 0:
-        return result
+        return _declined_only(result)
     state: dict[str, Any] = {}
 
     def search(problem: AttentionProblem) -> None:
         state["problem"] = problem
+        if refused(problem):
+            reject()  # Hypothesis draws another; if it finds none, Unsatisfiable below
         checks = judge(problem)
         if not all(c.ok for c in checks):
             state["broken"] = (problem, checks)
@@ -569,6 +604,8 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
         test = seed(case_seed(backend.name, case, base_seed))(test)
     try:
         test()
+    except Unsatisfiable:  # every drawn problem was declined: what was checked stands, the refusals are listed
+        pass
     except (_Broken, BaseExceptionGroup) as exc:
         if "broken" not in state:
             raise exc from None
@@ -580,6 +617,15 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
         if result.status == "pass":
             result.status, result.error, result.failing = "error", exc, state.get("problem")
             result.message = f"{type(exc).__name__}: {exc}"
+    return _declined_only(result)
+
+
+def _declined_only(result: CaseResult) -> CaseResult:
+    """A case whose every problem the kernel refused is ``declined`` (with the first reason), not a pass."""
+    if result.status == "pass" and result.problems == 0 and result.declined:
+        result.status = "declined"
+        result.message = (f"the kernel's library declined all {len(result.declined)} problems: "
+                          f"{result.declined[0][1]}")
     return result
 
 
@@ -598,7 +644,8 @@ def run_matrix(backend: Backend, device: str = "cpu", dtypes=None, masks=None, e
 # ---- a user's function ------------------------------------------------------------------------------
 
 
-CAPABILITY_KEYS = ("devices", "dtypes", "masks", "gqa", "backward", "head_dims", "equal_head_dims", "fully_masked")
+CAPABILITY_KEYS = ("devices", "dtypes", "masks", "gqa", "backward", "head_dims", "equal_head_dims", "fully_masked",
+                   "head_dim_multiple", "declines")
 
 
 def load_function(spec: str) -> Callable:
@@ -621,6 +668,8 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
     """A :class:`Backend` for a user's function: capabilities from ``fn.claims_capabilities`` (a dict
     of :data:`CAPABILITY_KEYS`), then ``overrides`` (None = not given). Defaults: CPU, float32, float16
     and bfloat16, every mask, GQA, no backward, any head dimension, fully masked rows not declared.
+    ``declines``, if given, is the kernel's own rule for one problem, ``(q, k, v, mask, backward) ->
+    reason or None``: the problems it refuses are listed in the verdict, not checked, and never pass.
     """
     declared = dict(getattr(fn, "claims_capabilities", None) or {})
     unknown = set(declared) - set(CAPABILITY_KEYS)
@@ -640,10 +689,17 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
     fully_masked = declared.get("fully_masked")
     if fully_masked not in (None, "zero", "nan"):
         raise ValueError(f"fully_masked={fully_masked!r}: expected 'zero', 'nan' or None (not declared)")
+    multiple = declared.get("head_dim_multiple", 1)
+    if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
+        raise ValueError(f"head_dim_multiple={multiple!r}: expected a positive integer")
+    refuses = declared.get("declines")
+    if refuses is not None and not callable(refuses):
+        raise ValueError(f"declines={refuses!r}: expected a function (q, k, v, mask, backward) -> reason or None")
     support = Support(dtypes, masks, backward=bool(declared.get("backward", False)))
     return Backend(name, fn, {d: support for d in devices}, gqa=bool(declared.get("gqa", True)),
                    head_dims=(int(lo), int(hi)), equal_head_dims=bool(declared.get("equal_head_dims", False)),
-                   fully_masked=fully_masked, doc=f"{name} (checked by claims kernel)")
+                   fully_masked=fully_masked, head_dim_multiple=multiple, declines=refuses,
+                   doc=f"{name} (checked by claims kernel)")
 
 
 def resolve(spec: str, device: str | None = None, **overrides: Any) -> Backend:
@@ -675,6 +731,11 @@ def run_problem(backend: Backend, case: Case, spec: ProblemSpec) -> CaseResult:
     """One problem of one case (the repro of a failure)."""
     result = CaseResult(case)
     problem = make_problem(spec, label="given")
+    q, k, v, mask = problem.cast(case.dtype, case.device)
+    reason = declines(backend, q, k, v, mask, backend.devices[case.device].backward)
+    if reason:
+        result.declined.append((f"given {problem.shape}", reason))
+        return _declined_only(result)
     try:
         checks = check_problem(backend.fn, case.dtype, problem, backend.devices[case.device].backward, case.device)
     except Exception as exc:  # noqa: BLE001

@@ -8,8 +8,10 @@ Every backend is a function with the contract of :func:`impl.attention.attention
 and a :class:`Backend` entry saying, per device type, which dtypes and mask features it
 supports and whether it has a backward pass (:class:`Support`); whether it supports
 grouped-query attention (``H_kv < H_q``); which head dimensions (and whether ``d_v`` must equal
-``d_k``); and what a fully masked row gives. :func:`available` and :func:`supports` answer
-"can this run here?" with a reason, so that a test or a benchmark skips visibly::
+``d_k``, or be a multiple of some alignment); and what a fully masked row gives.
+:func:`available` and :func:`supports` answer "can this run here?" with a reason, so that a test
+or a benchmark skips visibly; :func:`declines` answers it for one problem, where the kernel's
+own library has finer rules than a declaration can say (SDPA's CUDA kernels: ask torch)::
 
     for name, backend in BACKENDS.items():
         ok, reason = available(backend, "cuda", torch.float16)
@@ -64,8 +66,11 @@ class Backend:
     gqa: bool = True
     head_dims: tuple[int, int] = (1, 1 << 16)
     equal_head_dims: bool = False  # needs d_v = d_k
-    requires: Callable[[], str | None] = lambda: None  # a reason it cannot run here, or None
+    requires: Callable[[str], str | None] = lambda device: None  # why it cannot run on this device type here
     fully_masked: str | None = "zero"  # a row with no allowed key gives: "zero", "nan", None = not declared
+    head_dim_multiple: int = 1  # d_k and d_v must be multiples of this (the kernel's alignment)
+    # the kernel's own rule for one problem: (q, k, v, mask, backward) -> why it would not run it, or None
+    declines: Callable[..., str | None] | None = None
     doc: str = ""
 
 
@@ -103,6 +108,42 @@ def _sdpa(kernel_name: str) -> Callable:
 
     fn.__name__ = f"sdpa_{kernel_name.lower()}"
     return fn
+
+
+_SDPA_ELIGIBLE = {"FLASH_ATTENTION": "can_use_flash_attention", "EFFICIENT_ATTENTION": "can_use_efficient_attention",
+                  "CUDNN_ATTENTION": "can_use_cudnn_attention"}
+
+
+def _sdpa_declines(kernel_name: str) -> Callable[..., str | None]:
+    """SDPA's own eligibility test for one CUDA problem (``torch.backends.cuda.can_use_*``), with the
+    reasons torch gives; its rules (sequence lengths of a causal mask, alignment of head dimensions,
+    grouped-query support, GPU generation) vary with the torch build and the GPU. On CPU: None."""
+
+    def declines(q, k, v, mask, backward: bool = False) -> str | None:
+        if q.device.type != "cuda":
+            return None
+        import warnings
+
+        import torch.backends.cuda as sdpa_cuda
+
+        group = check_attention_inputs(q, k, v, mask)
+        attn_mask, is_causal = _sdpa_mask(q, k, mask)
+        q_, k_, v_ = (t.detach().requires_grad_(backward) for t in (q, k, v))
+        try:
+            params = sdpa_cuda.SDPAParams(q_, k_, v_, attn_mask, 0.0, is_causal, group > 1)
+        except TypeError:  # torch < 2.5: no enable_gqa
+            if group > 1:
+                return "this torch has no grouped-query SDPA (enable_gqa)"
+            params = sdpa_cuda.SDPAParams(q_, k_, v_, attn_mask, 0.0, is_causal)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            ok = getattr(sdpa_cuda, _SDPA_ELIGIBLE[kernel_name])(params, debug=True)
+        if ok:
+            return None
+        reasons = "; ".join(dict.fromkeys(str(w.message).split(" (Triggered internally")[0] for w in seen))
+        return f"torch declines {kernel_name.lower()}: {reasons or 'no reason given'}"
+
+    return declines
 
 
 @functools.cache
@@ -166,8 +207,8 @@ def _flash_attn(q, k, v, scale=None, mask=None):
     return out.transpose(1, 2)
 
 
-def _needs_module(module: str, extra: str) -> Callable[[], str | None]:
-    def check() -> str | None:
+def _needs_module(module: str, extra: str) -> Callable[[str], str | None]:
+    def check(device: str = "cpu") -> str | None:
         if importlib.util.find_spec(module) is None:
             return f"the {module} package is not installed ({extra})"
         return None
@@ -175,14 +216,22 @@ def _needs_module(module: str, extra: str) -> Callable[[], str | None]:
     return check
 
 
-def _triton_requires() -> str | None:
+def _triton_requires(device: str = "cpu") -> str | None:
+    """Triton decides once per process whether kernels are compiled (CUDA tensors only) or interpreted
+    (numpy; CPU tensors, and CUDA tensors copied to the host): so CPU needs the interpreter."""
     missing = _needs_module("triton", "pip install 'transformer-claims[triton]'")()
     if missing:
         return missing
     from impl import triton_attention
 
-    if not torch.cuda.is_available() and not triton_attention.INTERPRET:
-        return triton_attention.INTERPRETER_PROBLEM or "no CUDA and TRITON_INTERPRET=0: the kernels cannot run"
+    if device == "cpu" and not triton_attention.INTERPRET:
+        if triton_attention.INTERPRETER_PROBLEM:
+            return triton_attention.INTERPRETER_PROBLEM
+        return ("the kernels are compiled for the GPU in this process (TRITON_INTERPRET unset); CPU tensors need "
+                "Triton's interpreter: set TRITON_INTERPRET=1 before starting Python")
+    if device == "cuda" and triton_attention.INTERPRET:
+        return ("TRITON_INTERPRET=1: the kernels would run in Triton's numpy interpreter, not on the GPU; "
+                "unset it to check the compiled kernels")
     return None
 
 
@@ -200,12 +249,15 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in [
     Backend("sdpa-flash", _sdpa("FLASH_ATTENTION"),
             {"cpu": Support(ALL_DTYPES),  # the CPU flash kernel takes attn_mask and float64
              "cuda": Support(_CUDA_16, masks=frozenset({"causal-top-left"}))},
-            head_dims=(1, 256), equal_head_dims=True, doc="SDPA, FlashAttention-2 kernel"),
+            head_dims=(1, 256), equal_head_dims=True, declines=_sdpa_declines("FLASH_ATTENTION"),
+            doc="SDPA, FlashAttention-2 kernel"),
     Backend("sdpa-efficient", _sdpa("EFFICIENT_ATTENTION"),
-            {"cuda": Support(F32_16)}, fully_masked=None, doc="SDPA, memory-efficient (xFormers) kernel; CUDA only"),
+            {"cuda": Support(F32_16)}, fully_masked=None, head_dim_multiple=8, declines=_sdpa_declines("EFFICIENT_ATTENTION"),
+            doc="SDPA, memory-efficient (xFormers) kernel; CUDA only"),
     Backend("sdpa-cudnn", _sdpa("CUDNN_ATTENTION"),
             {"cuda": Support(_CUDA_16, masks=frozenset({"causal-top-left", "additive", "key-padding"}))},
-            head_dims=(8, 128), fully_masked=None, doc="SDPA, cuDNN kernel; CUDA only"),
+            head_dims=(8, 128), fully_masked=None, head_dim_multiple=8, declines=_sdpa_declines("CUDNN_ATTENTION"),
+            doc="SDPA, cuDNN kernel; CUDA only"),
     Backend("flex", _flex,
             {"cpu": Support(F32_16, backward=False),  # inductor CPU: inference only
              "cuda": Support(ALL_DTYPES)},
@@ -231,7 +283,7 @@ def available(backend: Backend, device: str, dtype: torch.dtype) -> tuple[bool, 
     if dtype not in support.dtypes:
         names = ", ".join(sorted(str(d).removeprefix("torch.") for d in support.dtypes))
         return False, f"{backend.name} on {device} supports {names}, not {str(dtype).removeprefix('torch.')}"
-    reason = backend.requires()
+    reason = backend.requires(device)
     if reason:
         return False, f"{backend.name}: {reason}"
     return True, ""
@@ -255,4 +307,13 @@ def supports(backend: Backend, device: str, mask_features: frozenset = frozenset
         return False, f"{backend.name} supports head dimensions {lo}..{hi}, not {head_dim}"
     if backend.equal_head_dims and value_dim is not None and head_dim is not None and value_dim != head_dim:
         return False, f"{backend.name} needs d_v = d_k, not d_v = {value_dim}, d_k = {head_dim}"
+    m = backend.head_dim_multiple
+    if any(d is not None and d % m for d in (head_dim, value_dim)):
+        return False, f"{backend.name} needs head dimensions that are multiples of {m}, not d_k = {head_dim}, d_v = {value_dim}"
     return True, ""
+
+
+def declines(backend: Backend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask | None,
+             backward: bool = False) -> str | None:
+    """Why ``backend``'s own library would refuse this problem (its finer rules), or None."""
+    return backend.declines(q, k, v, mask, backward) if backend.declines is not None else None

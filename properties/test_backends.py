@@ -12,9 +12,13 @@ drawn with a seed of its own. Each observed ratio is recorded as
 ``pytest properties/test_backends.py --backend mypkg.attn:fn`` runs the same matrix on a user's
 function instead of the registry's backends (capabilities from ``fn.claims_capabilities``).
 
-Backends that cannot run here (CUDA-only kernels, a missing package) and mask features a backend
-does not declare are skipped with their reason. Behaviour that differs between backends (fully
-masked rows) is asserted against each backend's declaration and recorded.
+Every backend runs on every device type it declares (``cpu``, ``cuda``): on a machine without a
+GPU the CUDA cells are skipped with that reason, on a GPU machine they run the GPU kernels.
+Backends that cannot run here (a missing package, Triton compiled for the GPU with CPU tensors)
+and mask features a backend does not declare are skipped with their reason; problems a kernel's
+own library refuses (SDPA's CUDA eligibility rules) are recorded, and a case whose every problem
+is refused is skipped with torch's reason. Behaviour that differs between backends (fully masked
+rows) is asserted against each backend's declaration and recorded.
 """
 import pytest
 import torch
@@ -32,7 +36,7 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # budget, each also runs 3 fixed problems; the interpreter runs Triton kernels in numpy (~0.1 s a call)
 EXAMPLE_SHARE = {"triton": 50}
 DEFAULT_SHARE = 8
-DEVICE = "cpu"
+DEVICES = ("cpu", "cuda")  # every declared one is a cell; one without hardware here skips with that reason
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -55,11 +59,20 @@ def pytest_generate_tests(metafunc):
     if "backend_name" not in metafunc.fixturenames:
         return
     backends = _backends(metafunc.config)
+
+    def devices(name):
+        return [d for d in DEVICES if d in backends[name].devices]
+
     if "mask_kind" in metafunc.fixturenames:
-        cells = [(b, d, m) for b in backends if b != "flex" for d in DTYPES for m in MASK_KINDS]
-        metafunc.parametrize("backend_name,dtype,mask_kind", cells, ids=[f"{b}-{_name(d)}-{m}" for b, d, m in cells])
-    else:
-        metafunc.parametrize("backend_name", [b for b in backends if b != "flex"])  # flex: in its own test
+        cells = [(b, dev, d, m) for b in backends if b != "flex" for dev in devices(b) for d in DTYPES for m in MASK_KINDS]
+        metafunc.parametrize("backend_name,device,dtype,mask_kind", cells,
+                             ids=[f"{b}-{dev}-{_name(d)}-{m}" for b, dev, d, m in cells])
+    elif "device" in metafunc.fixturenames:
+        if "flex_seed" in metafunc.fixturenames:  # FlexAttention has its own test (one compile per shape)
+            cells = [("flex", dev) for dev in DEVICES if dev in BACKENDS["flex"].devices]
+        else:
+            cells = [(b, dev) for b in backends if b != "flex" for dev in devices(b)]
+        metafunc.parametrize("backend_name,device", cells, ids=[f"{b}-{dev}" for b, dev in cells])
 
 
 @pytest.fixture(scope="session")
@@ -67,35 +80,38 @@ def backends(request) -> dict:
     return _backends(request.config)
 
 
-def _skip_unless_runs(backend, dtype: torch.dtype, mask_features=frozenset()) -> None:
-    ok, reason = available(backend, DEVICE, dtype)
+def _skip_unless_runs(backend, device: str, dtype: torch.dtype, mask_features=frozenset()) -> None:
+    ok, reason = available(backend, device, dtype)
     if not ok:
         pytest.skip(reason)
-    ok, reason = supports(backend, DEVICE, mask_features)
+    ok, reason = supports(backend, device, mask_features)
     if not ok:
         pytest.skip(reason)
 
 
 def _assert_case(backend, result: kernel.CaseResult, spec: str) -> None:
     """Record every error ratio of a case, re-raise a crash, and assert the case's verdict."""
+    where = f"backend={backend.name},device={result.case.device},dtype={_name(result.case.dtype)},mask={result.case.mask}"
     for problem, c in result.checks:
-        record(f"error_ratio[backend={backend.name},dtype={_name(result.case.dtype)},mask={result.case.mask},"
-               f"{c.part}]", c.ratio)
+        record(f"error_ratio[{where},{c.part}]", c.ratio)
+    for problem, reason in result.declined:
+        record(f"declined[{where},{problem}]", reason)
     if result.error is not None:
         raise result.error
+    if result.status == "declined":
+        pytest.skip(result.message)
     failing = result.failing
-    claim_assert(result.ok, f"backend={backend.name},dtype={_name(result.case.dtype)},mask={result.case.mask}: "
-                 f"{result.message}", checks=result.failed_checks, problem=failing and failing.label,
+    claim_assert(result.ok, f"{where}: {result.message}", checks=result.failed_checks, problem=failing and failing.label,
                  shape=failing and failing.shape, spec=failing and str(failing.spec),
                  repro=kernel.repro(spec, backend, result.case, failing))
 
 
 @pytest.mark.claim("flash-attention.exact-no-approximation")
-def test_backend_error_is_within_c_times_the_naive_same_precision_error(backends, backend_name, dtype, mask_kind,
-                                                                         request):
+def test_backend_error_is_within_c_times_the_naive_same_precision_error(backends, backend_name, device, dtype,
+                                                                         mask_kind, request):
     backend = backends[backend_name]
-    case = kernel.Case(dtype, mask_kind, DEVICE)
-    _skip_unless_runs(backend, dtype, case.features())
+    case = kernel.Case(dtype, mask_kind, device)
+    _skip_unless_runs(backend, device, dtype, case.features())
     current = settings()
     examples = max(1, current.max_examples // EXAMPLE_SHARE.get(backend_name, DEFAULT_SHARE))
     # derandomized (ci): a seed of the case's own; otherwise fresh random examples each run
@@ -105,8 +121,9 @@ def test_backend_error_is_within_c_times_the_naive_same_precision_error(backends
 
 @pytest.mark.claim("flash-attention.exact-no-approximation")
 @settings(max_examples=2)  # each new (dtype, mask structure) is a ~4 s CPU compile: one fixed shape, few seeds
-@given(seed=st.integers(0, 2**31 - 1))
-def test_flex_attention_error_is_within_c_times_the_naive_same_precision_error(backends, seed):
+@given(flex_seed=st.integers(0, 2**31 - 1))
+def test_flex_attention_error_is_within_c_times_the_naive_same_precision_error(backends, backend_name, device,
+                                                                                flex_seed):
     """FlexAttention in one test: one pytest node runs in one process, so torch.compile's first, slow
     compile happens once; every dtype and mask in one GQA shape (4 over 2 heads, n_q = 24 < n_k = 40),
     with ordinary and with large logits (largest score 110: the same graph), then its fully masked rows.
@@ -115,15 +132,16 @@ def test_flex_attention_error_is_within_c_times_the_naive_same_precision_error(b
         pytest.skip("--backend: checking the given function only")
     flex = BACKENDS["flex"]
     for dtype in DTYPES:
-        _skip_unless_runs(flex, dtype)
+        _skip_unless_runs(flex, device, dtype)
         for kind in MASK_KINDS:
-            for problem in (fixed_problem(kind, seed), fixed_problem(kind, seed, max_logit=kernel.LARGE_LOGIT)):
-                checks = kernel.check_problem(flex.fn, dtype, problem, flex.devices[DEVICE].backward, DEVICE)
+            for problem in (fixed_problem(kind, flex_seed), fixed_problem(kind, flex_seed, max_logit=kernel.LARGE_LOGIT)):
+                checks = kernel.check_problem(flex.fn, dtype, problem, flex.devices[device].backward, device)
+                where = f"backend=flex,device={device},dtype={_name(dtype)},mask={kind}"
                 for c in checks:
-                    record(f"error_ratio[backend=flex,dtype={_name(dtype)},mask={kind},{c.part}]", c.ratio)
-                claim_assert(all(c.ok for c in checks), f"backend=flex,dtype={_name(dtype)},mask={kind}: "
-                             + "; ".join(c.message for c in checks if not c.ok), problem=str(problem.spec))
-    check_fully_masked_rows(flex)
+                    record(f"error_ratio[{where},{c.part}]", c.ratio)
+                claim_assert(all(c.ok for c in checks), f"{where}: " + "; ".join(c.message for c in checks if not c.ok),
+                             problem=str(problem.spec))
+    check_fully_masked_rows(flex, device)
 
 
 COMPILED_SHAPES_ONLY = {"flex": "one more CPU compile for one more shape (~4 s); the convention is checked with "
@@ -131,19 +149,20 @@ COMPILED_SHAPES_ONLY = {"flex": "one more CPU compile for one more shape (~4 s);
 
 
 @pytest.mark.claim("flash-attention.exact-no-approximation")
-def test_fully_masked_rows_follow_the_backends_declared_convention(backends, backend_name):
+def test_fully_masked_rows_follow_the_backends_declared_convention(backends, backend_name, device):
     """A row with no allowed key has no softmax (0/0): the reference gives NaN, fused kernels 0.
 
     The rows that do see keys must still be right (float32 against float64).
     """
-    check_fully_masked_rows(backends[backend_name])
+    check_fully_masked_rows(backends[backend_name], device)
 
 
-def check_fully_masked_rows(backend) -> None:
-    _skip_unless_runs(backend, torch.float32)
-    skip = lambda kind: COMPILED_SHAPES_ONLY.get(backend.name) if kind == "causal-bottom-right" else None  # noqa: E731
-    for row in kernel.check_fully_masked(backend, DEVICE, skip):
-        record(f"fully_masked_row[backend={backend.name},mask={row.mask}]",
+def check_fully_masked_rows(backend, device: str) -> None:
+    _skip_unless_runs(backend, device, torch.float32)
+    skip = lambda kind: (COMPILED_SHAPES_ONLY.get(backend.name) if kind == "causal-bottom-right"  # noqa: E731
+                         and device == "cpu" else None)
+    for row in kernel.check_fully_masked(backend, device, skip):
+        record(f"fully_masked_row[backend={backend.name},device={device},mask={row.mask}]",
                f"not supported: {row.message}" if row.seen == "not supported" else row.seen)
         claim_assert(row.ok, f"fully masked rows ({row.mask}): {row.message}", backend=backend.name, mask=row.mask,
                      declared=backend.fully_masked, seen=row.seen, visible_rows_error=row.visible_error)

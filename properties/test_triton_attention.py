@@ -1,4 +1,5 @@
-"""Our Triton kernel (``impl/triton_attention.py``) on grouped-query attention, under the interpreter on CPU.
+"""Our Triton kernel (``impl/triton_attention.py``) on grouped-query attention: compiled on a GPU
+when the process has CUDA (and ``TRITON_INTERPRET`` unset), else under the interpreter on CPU.
 
 Query head ``h`` must read key/value head ``h // (H_q / H_kv)`` and the backward must sum a key/value
 head's dK, dV over exactly the query heads of its group (Ainslie et al. 2023). Two independent checks
@@ -22,7 +23,15 @@ from claimcheck import claim_assert, record
 from impl.attention import Mask, attention
 from properties.assertions import EPS, assert_within_reference_error, attention_term_scales
 
-triton_attention = pytest.importorskip("impl.triton_attention").triton_attention
+_module = pytest.importorskip("impl.triton_attention")
+triton_attention = _module.triton_attention
+# where the kernel runs in this process: Triton compiles for CUDA tensors or interprets CPU ones, never both
+DEVICE = "cpu" if _module.INTERPRET or not torch.cuda.is_available() else "cuda"
+
+
+def _triton(q, k, v, causal=None):
+    """The kernel on DEVICE, its result back on the CPU (``.to`` is differentiable: gradients return too)."""
+    return triton_attention(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), causal=causal).cpu()
 
 C_OUT, C_GRAD = 2.0, 3.0  # the backend matrix's constants (test_backends.py): FlashAttention's own tests
 FLOOR_ULPS = 2.0  # 2 ulps of the summed terms: one rounding of the result, one of a term
@@ -59,7 +68,7 @@ def test_triton_grouped_query_attention_is_within_c_times_the_naive_float32_erro
     q, k, v, d_out = (t.float() for t in (q64, k64, v64, d_out64))
     oracle = _with_grads(lambda *a: _gathered_reference(*a, causal), q64, k64, v64, d_out64)
     naive = _with_grads(lambda *a: _gathered_reference(*a, causal), q, k, v, d_out)
-    actual = _with_grads(lambda *a: triton_attention(*a, causal=causal), q, k, v, d_out)
+    actual = _with_grads(lambda *a: _triton(*a, causal=causal), q, k, v, d_out)
     terms = attention_term_scales(q64, k64, v64, Mask(causal=causal), d_out64)
     for part, a, o, n, c in zip(("out", "dq", "dk", "dv"), actual, oracle, naive, (C_OUT, C_GRAD, C_GRAD, C_GRAD)):
         # as in test_backends.py: rounding S (and recomputing P = exp(S - L)) costs |S| + |L| float32 ulps
@@ -74,12 +83,12 @@ def test_triton_query_heads_read_and_write_only_their_own_key_value_head(h_q, h_
     """Exact: no tolerance. Query head h depends on key/value head h // group and on no other."""
     group = h_q // h_kv
     q, k, v, _ = (t.float() for t in _problem(h_q, h_kv, 16, 16, seed=1))  # one tile per head: the law needs no tail
-    base = triton_attention(q, k, v).detach()
+    base = _triton(q, k, v).detach()
     for j in range(h_kv):
         k2, v2 = k.clone(), v.clone()
         k2[:, j] += 1.0
         v2[:, j] += 1.0
-        moved = (triton_attention(q, k2, v2).detach() != base).flatten(2).any(-1)[0]  # (H_q,)
+        moved = (_triton(q, k2, v2).detach() != base).flatten(2).any(-1)[0]  # (H_q,)
         expected = torch.tensor([h // group == j for h in range(h_q)])
         claim_assert(torch.equal(moved, expected), "changing one key/value head moved the wrong query heads",
                      kv_head=j, moved=moved.tolist(), expected=expected.tolist())
@@ -87,7 +96,7 @@ def test_triton_query_heads_read_and_write_only_their_own_key_value_head(h_q, h_
     d_out = torch.zeros_like(base)
     d_out[:, h] = 1.0
     k1, v1 = k.clone().requires_grad_(), v.clone().requires_grad_()
-    dk, dv = torch.autograd.grad((triton_attention(q, k1, v1) * d_out).sum(), (k1, v1))
+    dk, dv = torch.autograd.grad((_triton(q, k1, v1) * d_out).sum(), (k1, v1))
     touched = [bool(dk[:, j].abs().sum() + dv[:, j].abs().sum()) for j in range(h_kv)]
     record(f"gqa_gradient_heads[{h_q}/{h_kv}]", sum(touched))
     claim_assert(touched == [j == h // group for j in range(h_kv)],

@@ -91,4 +91,4 @@ def test_the_pytest_option_runs_the_same_matrix_on_a_given_function(tmp_path):
            "--claims-results", str(tmp_path / "results.json")]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:]
-    assert "tests.kernel_zoo:gqa_modulo-float32-none" in proc.stdout and "gqa-4/2:out" in proc.stdout
+    assert "tests.kernel_zoo:gqa_modulo-cpu-float32-none" in proc.stdout and "gqa-4/2:out" in proc.stdout

@@ -3,6 +3,8 @@ aimed at its bug, and accepts every correct backend (the matrix of ``claims kern
 ``properties/test_backends.py``, :mod:`claimcheck.kernel`, in float32 and float16).
 
 The zoo's kill rate is written to ``results/kernel-zoo.json`` for the report's backends section.
+On a GPU machine the same zoo runs on CUDA tensors too (``results/kernel-zoo-cuda.json``); without
+one those cells skip, saying so.
 """
 import json
 from dataclasses import replace
@@ -23,37 +25,43 @@ CORRECT = ("reference", "tiled", "sdpa-math", "sdpa-flash", "triton")
 NARROW = {"triton": dict(dtypes=(torch.float32,), masks=("none", "causal-bottom-right", kernel.FULLY_MASKED))}
 
 
-def _rejections(backend, **narrow) -> dict[str, list[str]]:
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                reason="the zoo on CUDA needs CUDA; this machine has none"))]
+
+
+def _rejections(backend, device: str = "cpu", **narrow) -> dict[str, list[str]]:
     """``case name -> failing checks`` of the zoo matrix (one drawn example a case, unshrunk)."""
-    results, _ = kernel.run_matrix(backend, "cpu", narrow.get("dtypes", ZOO_DTYPES), narrow.get("masks"),
+    results, _ = kernel.run_matrix(backend, device, narrow.get("dtypes", ZOO_DTYPES), narrow.get("masks"),
                                    examples=1, base_seed=0, shrink=False)
     return {r.case.name: (r.failed_checks or [f"error: {r.message}"]) for r in results if not r.ok}
 
 
-def test_every_zoo_kernel_is_rejected_by_the_check_aimed_at_its_bug():
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_zoo_kernel_is_rejected_by_the_check_aimed_at_its_bug(device):
     assert len(ZOO) >= 12 and len({w.name for w in ZOO}) == len(ZOO)
     rows, missed = [], []
     for wrong in ZOO:
-        rejected = _rejections(kernel.declared_backend(wrong.fn, wrong.name))
+        rejected = _rejections(kernel.declared_backend(wrong.fn, wrong.name, device), device)
         caught = wrong.check in rejected.get(wrong.case, [])
         rows.append({"kernel": wrong.name, "bug": wrong.bug, "case": wrong.case, "check": wrong.check,
                      "caught": caught, "rejected": bool(rejected), "failing_cases": sorted(rejected)})
         if not caught:
             missed.append(f"{wrong.name}: expected {wrong.case} / {wrong.check}; failing: {rejected}")
-    out = ROOT / "results" / "kernel-zoo.json"
+    out = ROOT / "results" / ("kernel-zoo.json" if device == "cpu" else f"kernel-zoo-{device}.json")
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"kernels": rows, "total": len(rows), "killed": sum(r["caught"] for r in rows),
-                               "dtypes": [kernel.dtype_name(d) for d in ZOO_DTYPES]}, indent=1) + "\n")
+                               "device": device, "dtypes": [kernel.dtype_name(d) for d in ZOO_DTYPES]}, indent=1) + "\n")
     assert not missed, "\n".join(missed)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", CORRECT)
-def test_every_correct_backend_passes_the_zoo_matrix(name):
+def test_every_correct_backend_passes_the_zoo_matrix(name, device):
     backend = BACKENDS[name]
-    ok, reason = available(backend, "cpu", torch.float32)
+    ok, reason = available(backend, device, torch.float32)
     if not ok:
         pytest.skip(reason)
-    assert _rejections(backend, **NARROW.get(name, {})) == {}
+    assert _rejections(backend, device, **NARROW.get(name, {}) if device == "cpu" else {}) == {}
 
 
 @pytest.mark.parametrize("name", [b for b in BACKENDS if "cpu" in BACKENDS[b].devices])
@@ -61,7 +69,7 @@ def test_every_correct_backend_passes_the_zoo_matrix(name):
 def test_grouped_query_and_overflow_bugs_are_caught_under_every_backends_declaration(name, wrong, check):
     """The bugs the old matrix missed under ``triton``'s declaration (head dims 16..128, causal masks
     only): each backend's declared shapes still meet 4-over-2 heads and scores past float32's exp overflow."""
-    impostor = replace(BACKENDS[name], fn=wrong, requires=lambda: None)
+    impostor = replace(BACKENDS[name], fn=wrong, requires=lambda device: None)
     results, _ = kernel.run_matrix(impostor, "cpu", (torch.float32,), ("none",), examples=0)
     assert check in results[0].failed_checks, results[0].failed_checks
 

@@ -7,10 +7,13 @@ def test_error_ratios_are_grouped_by_backend_and_dtype():
         {"name": "error_ratio[backend=tiled,dtype=float16,mask=none,out]", "value": 0.5},
         {"name": "error_ratio[backend=tiled,dtype=float16,mask=causal,dq]", "value": 1.5},
         {"name": "error_ratio[backend=triton,dtype=float32,mask=none,out]", "value": 2.0},
+        {"name": "error_ratio[backend=triton,device=cpu,dtype=float32,mask=none,dq]", "value": 1.0},
+        {"name": "error_ratio[backend=triton,device=cuda,dtype=float32,mask=none,out]", "value": 0.7},
         {"name": "error_ratio[out]", "value": 9.0},  # no backend named: not a backend figure
         {"name": "series[gap vs n]", "value": {"n": [1], "y": [2]}},
     ]}]
-    assert error_ratios(tests) == {("tiled", "float16"): [0.5, 1.5], ("triton", "float32"): [2.0]}
+    assert error_ratios(tests) == {("tiled", "float16"): [0.5, 1.5], ("triton", "float32"): [2.0, 1.0],
+                                   ("triton (cuda)", "float32"): [0.7]}
     rows = {(r["backend"], r["dtype"]): r for r in summary(tests)["error_ratio"]}
     assert rows[("tiled", "float16")] == {"backend": "tiled", "dtype": "float16", "cases": 2, "median": 1.0,
                                           "p90": 1.5, "max": 1.5}

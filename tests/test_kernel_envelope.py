@@ -1,0 +1,138 @@
+"""What a kernel cannot run is said, never passed: per-device requirements, declared alignments, and
+the problems a kernel's own library refuses (:func:`impl.backends.declines`).
+
+On a GPU machine the same matrix meets rules a declaration cannot state (SDPA's flash kernel takes
+no causal mask with n_q != n_k; the memory-efficient one needs aligned head dimensions; what each
+supports moves with the torch build and the GPU): the matrix asks the kernel's library, lists the
+problems it refuses, checks the rest, and calls a case whose every problem was refused a skip.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from claimcheck import cli, kernel
+from impl import backends
+from impl.attention import attention
+from impl.backends import BACKENDS, available, supports
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _recording(seen: list, wrong: bool = False):
+    def fn(q, k, v, scale=None, mask=None):
+        seen.append((q.shape[1], k.shape[1]))
+        out = attention(q, k, v, scale, mask)
+        return out * 1.01 if wrong else out
+    return fn
+
+
+def _refuse_shared_heads(q, k, v, mask, backward=False):
+    return "shared key/value heads are not supported" if q.shape[1] != k.shape[1] else None
+
+
+def test_problems_the_library_declines_are_listed_and_never_run():
+    seen: list = []
+    backend = kernel.declared_backend(_recording(seen), "no-gqa-here",
+                                      declines=_refuse_shared_heads)
+    result = kernel.run_case(backend, kernel.Case(torch.float32, "none"), examples=4, base_seed=0)
+    assert result.status == "pass"
+    assert {label.split()[0] for label, _ in result.declined} >= {"gqa-4/2", "gqa-8/2"}
+    assert all(reason == "shared key/value heads are not supported" for _, reason in result.declined)
+    assert seen and all(h_q == h_kv for h_q, h_kv in seen)  # the kernel never saw a refused problem
+    assert result.problems == len(seen)
+
+
+def test_a_case_whose_every_problem_is_declined_is_a_skip_not_a_pass():
+    seen: list = []
+    backend = kernel.declared_backend(_recording(seen, wrong=True), "refuses-all",
+                                      declines=lambda *a, **k: "no kernel for this GPU")
+    result = kernel.run_case(backend, kernel.Case(torch.float16, "none"), examples=3, base_seed=0)
+    assert result.status == "declined" and result.problems == 0 and not seen
+    assert "declined all" in result.message and "no kernel for this GPU" in result.message
+
+
+def test_a_wrong_kernel_that_declines_some_problems_is_still_caught_on_the_rest():
+    backend = kernel.declared_backend(_recording([], wrong=True), "wrong", declines=_refuse_shared_heads)
+    result = kernel.run_case(backend, kernel.Case(torch.float32, "none"), examples=2, base_seed=0, shrink=False)
+    assert len(result.declined) == 3  # every fixed problem has shared heads (large-logits: 2 over 1)
+    assert result.status == "fail" and "drawn:out" in result.failed_checks
+
+
+def test_fully_masked_rows_the_library_declines_are_not_supported_with_its_reason():
+    backend = kernel.declared_backend(attention, "refuses-all", declines=lambda *a, **k: "mask not supported")
+    rows = kernel.check_fully_masked(backend)
+    assert rows and all(r.seen == "not supported" and r.message == "mask not supported" for r in rows)
+
+
+def test_declared_alignment_shapes_every_problem_and_is_checked_by_supports():
+    backend = kernel.declared_backend(attention, "aligned", head_dim_multiple=8)
+    dims = [(p.q.shape[-1], p.v.shape[-1]) for p in kernel.fixed_problems(backend, "none")]
+    seen: list = []
+
+    def fn(q, k, v, scale=None, mask=None):
+        seen.append((q.shape[-1], v.shape[-1]))
+        return attention(q, k, v, scale, mask)
+
+    kernel.run_case(kernel.declared_backend(fn, "aligned", head_dim_multiple=8), kernel.Case(torch.float32, "none"),
+                    examples=6, base_seed=0)
+    assert all(d % 8 == 0 for pair in dims + seen for d in pair)
+    assert supports(backend, "cpu", head_dim=12)[1].endswith("multiples of 8, not d_k = 12, d_v = None")
+    assert supports(backend, "cpu", head_dim=16, value_dim=24)[0]
+    with pytest.raises(ValueError, match="head_dim_multiple"):
+        kernel.declared_backend(attention, "bad", head_dim_multiple=0)
+    with pytest.raises(ValueError, match="declines"):
+        kernel.declared_backend(attention, "bad", declines="yes")
+
+
+@pytest.mark.parametrize("name", ["sdpa-flash", "sdpa-efficient", "sdpa-cudnn"])
+def test_sdpa_asks_torch_only_about_cuda_tensors(name):
+    """torch's can_use_* answer for CUDA tensors; CPU tensors are the CPU kernels' business (no refusal)."""
+    q, k = torch.randn(1, 4, 9, 16), torch.randn(1, 2, 20, 16)
+    assert BACKENDS[name].declines(q, k, k, None, False) is None
+
+
+def test_a_cuda_only_backend_says_why_it_cannot_run_without_cuda():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    for name in ("sdpa-efficient", "sdpa-cudnn", "flash-attn"):
+        ok, reason = available(BACKENDS[name], "cuda", torch.float16)
+        assert not ok and "needs CUDA" in reason
+
+
+def test_triton_needs_the_interpreter_for_cpu_tensors_and_the_compiler_for_cuda(monkeypatch):
+    """Triton interprets or compiles for the whole process: each device type says when it cannot run."""
+    triton_attention = pytest.importorskip("impl.triton_attention")
+    monkeypatch.setattr(triton_attention, "INTERPRET", False)
+    monkeypatch.setattr(triton_attention, "INTERPRETER_PROBLEM", None)
+    assert "TRITON_INTERPRET=1" in backends._triton_requires("cpu")
+    assert backends._triton_requires("cuda") is None
+    monkeypatch.setattr(triton_attention, "INTERPRET", True)
+    assert backends._triton_requires("cpu") is None
+    assert "numpy interpreter, not on the GPU" in backends._triton_requires("cuda")
+
+
+def test_the_cli_lists_what_the_library_declined(capsys, tmp_path, monkeypatch):
+    (tmp_path / "refusing_attn.py").write_text(
+        "from impl.attention import attention\n"
+        "def fn(q, k, v, scale=None, mask=None):\n    return attention(q, k, v, scale, mask)\n"
+        "fn.claims_capabilities = {'declines': lambda q, k, v, mask, backward: "
+        "'needs H_q = H_kv' if q.shape[1] != k.shape[1] else None}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = cli.main(["kernel", "refusing_attn:fn", "--dtype", "float32", "--mask", "none", "--examples", "3"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "declined: needs H_q = H_kv" in out and "may decline problems" in out
+
+
+def test_the_backend_matrix_has_a_cell_for_every_declared_device():
+    """On a machine without a GPU the CUDA cells are collected and skip with that reason (never vanish)."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "properties/test_backends.py", "-p", "no:xdist", "-q",
+                          "-rs", "-k", "reference-cuda-float32-none or sdpa-efficient-cuda-float16-causal",
+                          "-p", "no:randomly"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    if not torch.cuda.is_available():
+        assert "needs CUDA; this machine has none" in out.stdout and " skipped" in out.stdout, out.stdout[-2000:]
+        assert "passed" not in out.stdout.splitlines()[-1]
