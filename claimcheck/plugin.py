@@ -206,6 +206,22 @@ class _Aggregator:
         self.outcomes: dict[str, Outcome] = {}
         self.started = time.time()
         self.results: dict | None = None
+        self.collected: set[str] = set()  # every node id collected (by the workers, under xdist)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected.update(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.collected.update(ids)
+
+    def _whole_files_collected(self) -> set[str] | None:
+        """The collected node ids when whole files were collected (no -k, -m, --deselect or node ids), else None."""
+        opt = self.config.option
+        if getattr(opt, "keyword", "") or getattr(opt, "markexpr", "") or getattr(opt, "deselect", None) \
+                or any("::" in str(a) for a in self.config.args):
+            return None
+        return self.collected or None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = {k[len(_PREFIX):]: v for k, v in report.user_properties if isinstance(k, str) and k.startswith(_PREFIX)}
@@ -235,7 +251,8 @@ class _Aggregator:
         if missing:  # a partial run joins the previous results claim by claim, never replaces them
             previous = read_json(results_path)
             ran = {cid for o in self.outcomes.values() for cid in o.claims}
-            tests, meta, runs = merge_partial(previous, results["tests"], meta, ran, [c.id for c in registry.claims])
+            tests, meta, runs = merge_partial(previous, results["tests"], meta, ran, [c.id for c in registry.claims],
+                                              self._whole_files_collected())
             # judge every claim again on the union of the outcomes: evidence split over runs (properties/, then
             # experiments/) counts together; outcomes of tests the registry no longer names are dropped
             named = {ev for c in registry.claims for ev in c.evidence}

@@ -92,14 +92,17 @@ def run_record(root: Path, started: float, seconds: float, profile: str | None, 
     }
 
 
-def merge_partial(previous: dict | None, tests: list[dict], meta: dict, ran: set[str], claim_ids: list[str]
-                  ) -> tuple[list[dict], dict, dict[str, str | None]]:
+def merge_partial(previous: dict | None, tests: list[dict], meta: dict, ran: set[str], claim_ids: list[str],
+                  collected: set[str] | None = None) -> tuple[list[dict], dict, dict[str, str | None]]:
     """The tests and meta of a partial run joined to the previous results, and the run each claim's
     row comes from.
 
     ``ran``: the claim ids whose evidence ran now; their rows are this run's, every other claim keeps
     the run of its previous row. The tests that did not run now keep their earlier outcomes (the caller
-    judges every claim again on the union). Without previous results the partial run stands alone."""
+    judges every claim again on the union). Without previous results the partial run stands alone.
+    ``collected``: every node id this run collected from the files it collected whole (no ``-k``,
+    ``-m`` or node ids); an earlier test of such a file that is no longer among them no longer exists
+    (a renamed test, a new parametrization) and is dropped, not kept as if it still stood."""
     meta = {**meta, "complete": False}
     if not previous or not previous.get("claims"):
         return tests, meta, {cid: meta["id"] for cid in claim_ids}
@@ -107,7 +110,9 @@ def merge_partial(previous: dict | None, tests: list[dict], meta: dict, ran: set
     old = {r["id"]: r.get("run", base.get("id")) for r in previous["claims"]}
     runs = {cid: meta["id"] if cid in ran or cid not in old else old[cid] for cid in claim_ids}
     now = {t["nodeid"] for t in tests}
-    kept = [t for t in previous.get("tests", []) if t["nodeid"] not in now]
+    whole = {n.split("::", 1)[0] for n in collected or ()}
+    kept = [t for t in previous.get("tests", []) if t["nodeid"] not in now
+            and not (t["nodeid"].split("::", 1)[0] in whole and t["nodeid"] not in collected)]
     meta["merged_into"] = base.get("id")
     meta["base"] = {k: base.get(k) for k in ("id", "started", "commit", "profile")}
     used = set(runs.values())

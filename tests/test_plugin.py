@@ -206,6 +206,29 @@ def test_a_partial_run_is_merged_into_the_full_one_never_replacing_it(mini):
     assert len(part["tests"]) == len(full["tests"])  # the tests that did not run keep their outcomes
 
 
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_partial_run_drops_earlier_cases_its_whole_files_no_longer_have(mini, workers):
+    """A re-parametrized test (a case renamed or removed) leaves no stale outcome behind; a ``-k`` run,
+    which sees part of a file, keeps the cases it did not select."""
+    other = mini.path / "properties" / "test_other.py"
+
+    def cases(*ids):
+        other.write_text('import pytest\n\n@pytest.mark.claim("t.untested")\n'
+                         f'@pytest.mark.parametrize("x", {list(ids)!r})\ndef test_not_run(x):\n    pass\n')
+
+    def nodes(*args):
+        mini.runpytest_subprocess("properties/test_other.py", "-p", "no:cacheprovider", "-n", workers, *args)
+        data = json.loads((mini.path / "results" / "claims-results.json").read_text())
+        return {t["nodeid"].split("[")[-1].rstrip("]") for t in data["tests"] if "test_other" in t["nodeid"]}
+
+    mini.runpytest_subprocess("properties/", "-p", "no:cacheprovider", "-n", "0")
+    cases("a", "b")
+    assert nodes() == {"a", "b"}
+    cases("a", "c")
+    assert nodes("-k", "c") == {"a", "b", "c"}  # part of the file: b is not known to be gone
+    assert nodes() == {"a", "c"}  # the whole file: b is gone
+
+
 def test_runs_that_together_reach_all_evidence_make_a_complete_result(mini):
     mini.runpytest_subprocess("properties/test_claims.py", "-p", "no:cacheprovider", "-n", "0")
     first = json.loads((mini.path / "results" / "claims-results.json").read_text())
