@@ -120,30 +120,36 @@ def _sdpa_declines(kernel_name: str) -> Callable[..., str | None]:
     grouped-query support, GPU generation) vary with the torch build and the GPU. On CPU: None."""
 
     def declines(q, k, v, mask, backward: bool = False) -> str | None:
-        if q.device.type != "cuda":
-            return None
-        import warnings
-
-        import torch.backends.cuda as sdpa_cuda
-
-        group = check_attention_inputs(q, k, v, mask)
-        attn_mask, is_causal = _sdpa_mask(q, k, mask)
-        q_, k_, v_ = (t.detach().requires_grad_(backward) for t in (q, k, v))
-        try:
-            params = sdpa_cuda.SDPAParams(q_, k_, v_, attn_mask, 0.0, is_causal, group > 1)
-        except TypeError:  # torch < 2.5: no enable_gqa
-            if group > 1:
-                return "this torch has no grouped-query SDPA (enable_gqa)"
-            params = sdpa_cuda.SDPAParams(q_, k_, v_, attn_mask, 0.0, is_causal)
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            ok = getattr(sdpa_cuda, _SDPA_ELIGIBLE[kernel_name])(params, debug=True)
-        if ok:
-            return None
-        reasons = "; ".join(dict.fromkeys(str(w.message).split(" (Triggered internally")[0] for w in seen))
-        return f"torch declines {kernel_name.lower()}: {reasons or 'no reason given'}"
+        return sdpa_refusal(kernel_name, q, k, v, mask, backward) if q.device.type == "cuda" else None
 
     return declines
+
+
+def sdpa_refusal(kernel_name: str, q, k, v, mask, backward: bool = False) -> str | None:
+    """Ask torch whether SDPA's ``kernel_name`` kernel takes this problem: None, or torch's reasons."""
+    import warnings
+
+    import torch.backends.cuda as sdpa_cuda
+
+    ask = getattr(sdpa_cuda, _SDPA_ELIGIBLE[kernel_name], None)
+    if ask is None or not hasattr(sdpa_cuda, "SDPAParams"):
+        return None  # this torch cannot say: the kernel runs, and a refusal shows as its error
+    group = check_attention_inputs(q, k, v, mask)
+    attn_mask, is_causal = _sdpa_mask(q, k, mask)
+    q_, k_, v_ = (t.detach().requires_grad_(backward) for t in (q, k, v))
+    try:
+        params = sdpa_cuda.SDPAParams(q_, k_, v_, attn_mask, 0.0, is_causal, group > 1)
+    except TypeError:  # torch < 2.5: no enable_gqa
+        if group > 1:
+            return "this torch has no grouped-query SDPA (enable_gqa)"
+        params = sdpa_cuda.SDPAParams(q_, k_, v_, attn_mask, 0.0, is_causal)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ok = ask(params, debug=True)
+    if ok:
+        return None
+    reasons = "; ".join(dict.fromkeys(str(w.message).split(" (Triggered internally")[0].strip() for w in seen))
+    return f"torch declines {kernel_name.lower()}: {reasons or 'no reason given'}"
 
 
 @functools.cache

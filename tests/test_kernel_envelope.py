@@ -15,7 +15,7 @@ import torch
 
 from claimcheck import cli, kernel
 from impl import backends
-from impl.attention import attention
+from impl.attention import Mask, attention
 from impl.backends import BACKENDS, available, supports
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,6 +92,26 @@ def test_sdpa_asks_torch_only_about_cuda_tensors(name):
     """torch's can_use_* answer for CUDA tensors; CPU tensors are the CPU kernels' business (no refusal)."""
     q, k = torch.randn(1, 4, 9, 16), torch.randn(1, 2, 20, 16)
     assert BACKENDS[name].declines(q, k, k, None, False) is None
+
+
+def test_a_refusal_carries_torchs_own_reasons(monkeypatch):
+    """What torch warns while it checks (its debug mode) is the reason a refused problem is listed with."""
+    import warnings
+
+    import torch.backends.cuda as sdpa_cuda
+
+    def refuse(params, debug=False):
+        warnings.warn("Flash attention does not support the is_causal flag when seqlen_q != seqlen_k. "
+                      "(Triggered internally at sdp_utils.cpp:1)")
+        return False
+
+    monkeypatch.setattr(sdpa_cuda, "can_use_flash_attention", refuse)
+    q, k = torch.randn(1, 2, 9, 16), torch.randn(1, 2, 20, 16)
+    reason = backends.sdpa_refusal("FLASH_ATTENTION", q, k, k, Mask(causal="top-left"))
+    assert reason == ("torch declines flash_attention: Flash attention does not support the is_causal flag when "
+                      "seqlen_q != seqlen_k.")
+    monkeypatch.setattr(sdpa_cuda, "can_use_flash_attention", lambda params, debug=False: True)
+    assert backends.sdpa_refusal("FLASH_ATTENTION", q, k, k, None) is None
 
 
 def test_a_cuda_only_backend_says_why_it_cannot_run_without_cuda():
