@@ -126,10 +126,14 @@ class AttentionProblem:
     def cast(self, dtype: torch.dtype, device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor,
                                                                                    torch.Tensor, Mask]:
         """q, k, v and the mask in ``dtype`` on ``device`` (the float bias too; boolean padding keeps its dtype)."""
-        m = self.mask
-        mask = Mask(m.causal, None if m.key_padding is None else m.key_padding.to(device),
-                    None if m.bias is None else m.bias.to(device, dtype))
-        return self.q.to(device, dtype), self.k.to(device, dtype), self.v.to(device, dtype), mask
+        return (self.q.to(device, dtype), self.k.to(device, dtype), self.v.to(device, dtype),
+                mask_to(self.mask, device, dtype))
+
+
+def mask_to(m: Mask, device: str | torch.device, dtype: torch.dtype | None = None) -> Mask:
+    """``m`` on ``device``, its float bias in ``dtype`` when given (boolean padding keeps its dtype)."""
+    return Mask(m.causal, None if m.key_padding is None else m.key_padding.to(device),
+                None if m.bias is None else m.bias.to(device, dtype))
 
 
 def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Generator) -> Mask:
@@ -227,7 +231,8 @@ def attention_problems(draw, mask_kinds=MASK_KINDS, gqa: bool = True, max_batch:
     n_q = draw(st.integers(min_n, max_n), label="n_q")
     # bottom-right causal with n_q > n_k hides whole rows: keep n_k >= n_q for that mask
     n_k = draw(st.integers(n_q if kind == "causal-bottom-right" else min_n, max(max_n, n_q)), label="n_k")
-    lo_m, hi_m = -(-min_d // d_multiple), max(max_d // d_multiple, -(-min_d // d_multiple))
+    lo_m = _round_up(min_d, d_multiple) // d_multiple
+    hi_m = max(max_d // d_multiple, lo_m)
     d_k = d_multiple * draw(st.integers(lo_m, hi_m), label="d_k")
     d_v = d_k if same_dv else d_multiple * draw(st.integers(lo_m, hi_m), label="d_v")
     seed_ = draw(st.integers(0, 2**31 - 1), label="seed")
@@ -356,14 +361,20 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
             checks.append(Check(part, math.inf, 0.0, 0.0, c, math.inf, False,
                                 f"{part}: wrong shape or dtype: got {got}, expected {tuple(o.shape)} {dtype_name(dtype)}"))
             continue
-        # every backend rounds S to (at least) float32, moving P by up to |S| eps32 relative and the result
-        # by that times its terms; the naive reference suffers it too but may be luckier on one example.
-        # FlashAttention-style backwards also recompute P = exp(S - L), adding |L| eps32 (terms["logits"]
-        # is max |S| + max |L|). Against 16-bit naive errors this floor is negligible.
-        recompute = EPS[torch.float32] * terms["logits"] * terms[part]
         checks.append(within_reference_error(a, o, n, c, part, floor_ulps=FLOOR_ULPS, scale=terms[part],
-                                             extra_floor=recompute))
+                                             extra_floor=recompute_floor(terms, part)))
     return checks
+
+
+def recompute_floor(terms: dict[str, float], part: str) -> float:
+    """The rounding of the scores every algorithm pays, for ``part`` (out, dq, dk, dv) of one problem.
+
+    Every backend rounds S to (at least) float32, moving P by up to |S| eps32 relative and the result
+    by that times its terms; the naive reference suffers it too but may be luckier on one example.
+    FlashAttention-style backwards also recompute P = exp(S - L), adding |L| eps32 (``terms["logits"]``
+    is max |S| + max |L|, :func:`attention_term_scales`). Against 16-bit naive errors it is negligible.
+    """
+    return EPS[torch.float32] * terms["logits"] * terms[part]
 
 
 # ---- fully masked rows ------------------------------------------------------------------------------
@@ -409,14 +420,13 @@ def check_fully_masked(backend: Backend, device: str = "cpu", skip: Callable[[st
         if not ok or skip(kind):
             rows.append(MaskedRows(kind, "not supported" if not ok else f"not run: {skip(kind)}", True, reason))
             continue
-        dev_mask = Mask(mask.causal, None if mask.key_padding is None else mask.key_padding.to(device),
-                        None if mask.bias is None else mask.bias.to(device))
-        refused = declines(backend, q.to(device), k.to(device), v.to(device), dev_mask)
+        dq, dk, dv, dev_mask = q.to(device), k.to(device), v.to(device), mask_to(mask, device)
+        refused = declines(backend, dq, dk, dv, dev_mask)
         if refused:
             rows.append(MaskedRows(kind, "not supported", True, refused))
             continue
         with torch.no_grad():
-            out = backend.fn(q.to(device), k.to(device), v.to(device), None, dev_mask).cpu()
+            out = backend.fn(dq, dk, dv, None, dev_mask).cpu()
         got = out[..., hidden, :]
         seen = "nan" if torch.isnan(got).all() else "zero" if (got == 0).all() else "other"
         problems = []
@@ -551,14 +561,7 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
     backward = backend.devices[case.device].backward
 
     def refused(problem: AttentionProblem) -> str | None:
-        """The kernel library's own refusal of this problem (recorded, never counted as a pass)."""
-        if backend.declines is None:
-            return None
-        q, k, v, mask = problem.cast(case.dtype, case.device)
-        reason = declines(backend, q, k, v, mask, backward)
-        if reason:
-            result.declined.append((f"{problem.label} {problem.shape}", reason))
-        return reason
+        return _refusal(backend, result, problem, backward)
 
     def judge(problem: AttentionProblem) -> list[Check]:
         checks = check_problem(backend.fn, case.dtype, problem, backward, case.device)
@@ -618,6 +621,18 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
             result.status, result.error, result.failing = "error", exc, state.get("problem")
             result.message = f"{type(exc).__name__}: {exc}"
     return _declined_only(result)
+
+
+def _refusal(backend: Backend, result: CaseResult, problem: AttentionProblem, backward: bool) -> str | None:
+    """The kernel library's own refusal of ``problem`` in ``result``'s case, listed in ``result.declined``
+    (never run, never counted as a pass)."""
+    if backend.declines is None:
+        return None
+    q, k, v, mask = problem.cast(result.case.dtype, result.case.device)
+    reason = declines(backend, q, k, v, mask, backward)
+    if reason:
+        result.declined.append((f"{problem.label} {problem.shape}", reason))
+    return reason
 
 
 def _declined_only(result: CaseResult) -> CaseResult:
@@ -731,13 +746,11 @@ def run_problem(backend: Backend, case: Case, spec: ProblemSpec) -> CaseResult:
     """One problem of one case (the repro of a failure)."""
     result = CaseResult(case)
     problem = make_problem(spec, label="given")
-    q, k, v, mask = problem.cast(case.dtype, case.device)
-    reason = declines(backend, q, k, v, mask, backend.devices[case.device].backward)
-    if reason:
-        result.declined.append((f"given {problem.shape}", reason))
+    backward = backend.devices[case.device].backward
+    if _refusal(backend, result, problem, backward):
         return _declined_only(result)
     try:
-        checks = check_problem(backend.fn, case.dtype, problem, backend.devices[case.device].backward, case.device)
+        checks = check_problem(backend.fn, case.dtype, problem, backward, case.device)
     except Exception as exc:  # noqa: BLE001
         result.status, result.error, result.failing, result.message = "error", exc, problem, f"{type(exc).__name__}: {exc}"
         return result
