@@ -335,10 +335,8 @@ def _outcome_lines(outcomes: list[dict], full: bool) -> list[str]:
         for outcome, bucket in buckets.items():
             examples = sum(o.get("examples") or 0 for o in bucket)
             seconds = sum(o.get("seconds") or 0 for o in bucket)
-            reasons = list(dict.fromkeys((o.get("message") or "").strip() for o in bucket if outcome == "skipped"))
-            why = ""
-            if reasons:
-                why = f": {_one_line(reasons[0], 80)}" + (f" (and {len(reasons) - 1} other reasons)" if len(reasons) > 1 else "")
+            reasons = [(o.get("message") or "").strip() for o in bucket if outcome == "skipped"]
+            why = f": {_first_reason(reasons, 80)}" if reasons else ""
             out.append(f"  {outcome:<8} {bucket[0]['kind'] or '':<10} {question} x {len(bucket)} cases, "
                        f"{examples} examples, {seconds:.3g} s{why}")
         for o in group:
@@ -367,6 +365,13 @@ def _outcome_lines(outcomes: list[dict], full: bool) -> list[str]:
                        f"max {values[-1]:.4g}; worst {worst['name']}" if values else "not numeric")
             out.append(f"      figure {family}[...] x {len(figs)}: {summary} (--full lists them)")
     return out
+
+
+def _first_reason(reasons: list[str], width: int | None = None) -> str:
+    """The first of ``reasons`` (on one line of ``width`` when given), and how many others there are."""
+    distinct = list(dict.fromkeys(reasons))
+    first = _one_line(distinct[0], width) if width else distinct[0]
+    return first + (f" (and {len(distinct) - 1} other reasons)" if len(distinct) > 1 else "")
 
 
 def _one_line(text: str, n: int) -> str:
@@ -473,8 +478,7 @@ def _print_case(result, spec: str, backend) -> None:
         line += "  " + ", ".join(f"{r.mask}: {r.seen}" for r in result.masked_rows)
     print(line, flush=True)
     if result.declined:  # the kernel library's refusals: listed, never silent
-        reasons = list(dict.fromkeys(reason for _, reason in result.declined))
-        print(f"      declined: {reasons[0]}" + (f" (and {len(reasons) - 1} other reasons)" if len(reasons) > 1 else ""))
+        print(f"      declined: {_first_reason([reason for _, reason in result.declined])}")
     if result.ok:
         return
     print(f"      {result.message}")
