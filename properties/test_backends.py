@@ -39,6 +39,10 @@ DEFAULT_SHARE = 8
 DEVICES = ("cpu", "cuda")  # every declared one is a cell; one without hardware here skips with that reason
 
 
+def _declared_devices(backend) -> list[str]:
+    return [d for d in DEVICES if d in backend.devices]
+
+
 def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -59,16 +63,13 @@ def pytest_generate_tests(metafunc):
     if "backend_name" not in metafunc.fixturenames:
         return
     backends = _backends(metafunc.config)
-
-    def devices(name):
-        return [d for d in DEVICES if d in backends[name].devices]
-
     if "mask_kind" in metafunc.fixturenames:
-        cells = [(b, dev, d, m) for b in backends if b != "flex" for dev in devices(b) for d in DTYPES for m in MASK_KINDS]
+        cells = [(b, dev, d, m) for b in backends if b != "flex" for dev in _declared_devices(backends[b])
+                 for d in DTYPES for m in MASK_KINDS]
         metafunc.parametrize("backend_name,device,dtype,mask_kind", cells,
                              ids=[f"{b}-{dev}-{_name(d)}-{m}" for b, dev, d, m in cells])
     elif "device" in metafunc.fixturenames:  # flex: in its own test (one compile per shape)
-        cells = [(b, dev) for b in backends if b != "flex" for dev in devices(b)]
+        cells = [(b, dev) for b in backends if b != "flex" for dev in _declared_devices(backends[b])]
         metafunc.parametrize("backend_name,device", cells, ids=[f"{b}-{dev}" for b, dev in cells])
 
 
@@ -118,7 +119,7 @@ def test_backend_error_is_within_c_times_the_naive_same_precision_error(backends
 
 @pytest.mark.claim("flash-attention.exact-no-approximation")
 @settings(max_examples=2)  # each new (dtype, mask structure) is a ~4 s CPU compile: one fixed shape, few seeds
-@pytest.mark.parametrize("device", [d for d in DEVICES if d in BACKENDS["flex"].devices])
+@pytest.mark.parametrize("device", _declared_devices(BACKENDS["flex"]))
 @given(flex_seed=st.integers(0, 2**31 - 1))
 def test_flex_attention_error_is_within_c_times_the_naive_same_precision_error(backends, device, flex_seed):
     """FlexAttention in one test: one pytest node runs in one process, so torch.compile's first, slow
