@@ -32,15 +32,24 @@ from claimcheck.registry import DECIDED, Claim, Problem, RegistryError, parse_re
 from claimcheck.sources import load_sources
 
 
+def _parse(root: Path, path: Path, parse) -> tuple[str, list | None, list[Problem], set[str]]:
+    """``(name, entries, problems, malformed ids)`` of one YAML file read by ``parse`` (the registry's or
+    the references' parser), its problems named by the file's path from ``root``; entries None when the
+    file cannot be read at all (then the problems say why)."""
+    name = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+    try:
+        entries, problems, malformed = parse(path)
+    except RegistryError as exc:
+        return name, None, [Problem(name, p.line, p.claim, p.message) for p in exc.problems], set()
+    return name, entries, [Problem(name, p.line, p.claim, p.message) for p in problems], malformed
+
+
 def check(root: Path, registry_path: Path | None = None, references_path: Path | None = None) -> list[Problem]:
     """All problems found in the project at ``root``; an empty list means the registry is sound."""
     registry_path = registry_path or root / "claims.yaml"
-    reg = str(registry_path.relative_to(root)) if registry_path.is_relative_to(root) else str(registry_path)
-    try:
-        claims, problems, malformed = parse_registry(registry_path)
-    except RegistryError as exc:
-        return [Problem(reg, p.line, p.claim, p.message) for p in exc.problems]
-    problems = [Problem(reg, p.line, p.claim, p.message) for p in problems]
+    reg, claims, problems, malformed = _parse(root, registry_path, parse_registry)
+    if claims is None:
+        return problems
 
     ids: dict[str, Claim] = {}
     for c in claims:
@@ -206,12 +215,9 @@ GENERIC_RECORD_TESTS = "properties/test_records.py::"
 
 def _check_records(root: Path, reg: str, claims: list[Claim], tests: dict[str, TestFunction],
                    path: Path) -> list[Problem]:
-    name = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
-    try:
-        refs_list, problems, malformed = parse_references(path)
-    except RegistryError as exc:
-        return [Problem(name, p.line, p.claim, p.message) for p in exc.problems]
-    problems = [Problem(name, p.line, p.claim, p.message) for p in problems]
+    name, refs_list, problems, malformed = _parse(root, path, parse_references)
+    if refs_list is None:
+        return problems
     refs = {r.key: r for r in refs_list}
     sources = load_sources(root)
     for t in tests.values():  # a registry-parametrized test runs exactly for the claims that name it
