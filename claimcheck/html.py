@@ -21,6 +21,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Callable
 
+from claimcheck import findings as findings_mod
 from claimcheck import mathml, plots
 from claimcheck.asv_results import BenchmarkRun, format_row
 
@@ -59,7 +60,7 @@ def render(report: dict[str, Any], progress: Callable[[str], None] | None = None
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
         '<link rel="icon" href="data:,">\n<title>Claim-status report</title>\n',
         f"<style>\n{css}</style>\n</head>\n<body>\n",
-        _header(report), _findings(report), _summary(report), _table(report), _graph(report), _backends(report),
+        _alarm(report), _header(report), _findings(report), _summary(report), _table(report), _graph(report), _backends(report),
         _coverage(report),
         '<div id="panels">\n', *panels, "</div>\n",
         f'<script type="application/json" id="claim-index">{_json_for_script(_index(report))}</script>\n',
@@ -128,32 +129,65 @@ def _run_record(run: dict | None) -> str:
     return text
 
 
-FINDINGS_SHOWN = 15  # in the first screen; the rest one click away
+ALARM_STATUSES = ("error", "mismatch")  # observed statuses that mean the run itself did not check out
+ALARM_LINKS = 20  # claims named in the banner; the rest are one filter away
+
+
+def _alarm(report: dict) -> str:
+    """A red banner, first on the page, when any claim's evidence crashed or disagrees with its verdict."""
+    bad = [c for c in report["claims"] if c["status"] in ALARM_STATUSES]
+    if not bad:
+        return ""
+    by_status = [(s, sum(c["status"] == s for c in bad)) for s in ALARM_STATUSES]
+    counts = " and ".join(f'<a href="#claims" data-filter="status" data-value="{s}">{n} {s}</a> ({STATUS_HELP[s]})'
+                          for s, n in by_status if n)
+    links = ", ".join(f'<a href="#claim-{_e(c["id"])}">{_e(c["id"])}</a>' for c in bad[:ALARM_LINKS])
+    more = f" and {len(bad) - ALARM_LINKS} more" if len(bad) > ALARM_LINKS else ""
+    return (f'<div class="banner alarm" id="alarm" role="alert"><b>{len(bad)} claim(s) did not check out in this run:</b> '
+            f"{counts}: {links}{more}.</div>\n")
+
+
+OFF_HEAD = ('<th title="x8: the true value is 8 times the printed one, x0.5 half of it (a factor alone where the '
+            'registry records only how many times off); otherwise what is wrong">off</th>')
 
 
 def _findings(report: dict) -> str:
-    """What the documents get wrong, worst first (rule: claimcheck/findings.py), above everything else."""
+    """What the documents get wrong (rule: claimcheck/findings.py), above everything else: each kind of
+    finding with its count, how far off its worst is and that worst, then every finding, ranked."""
     found = report.get("findings") or []
     if not found:
         return ""
     n_fails = sum(f["verdict"] == "fails" for f in found)
 
-    def item(f: dict) -> str:
-        verdict = "fails" if f["verdict"] == "fails" else "partly"
-        return (f'<li class="finding f-{verdict}"><a href="#claim-{_e(f["id"])}">{_e(f["summary"])}</a> '
-                f'<span class="meta">{_badge("v", verdict)} {_e(f["kind"] or "")} &middot; {_e(f["document"])}:'
-                f'{f["line"]} &middot; <code>{_e(f["id"])}</code></span></li>')
+    def where(f: dict) -> str:
+        return f'<td class="where">{_e(f["document"])}:{f["line"]}</td>'
 
-    head = "".join(item(f) for f in found[:FINDINGS_SHOWN])
-    rest = "".join(item(f) for f in found[FINDINGS_SHOWN:])
-    more = (f'<details><summary>all {len(found)} findings</summary><ol start="{FINDINGS_SHOWN + 1}">{rest}</ol></details>'
-            if rest else "")
+    def what(f: dict, title: bool = False) -> str:  # ``title``: the whole summary on hover, where one line cuts it
+        whole = f' title="{_e(f["summary"])}"' if title else ""
+        return f'<td class="what"><a href="#claim-{_e(f["id"])}"{whole}>{_e(f["summary"])}</a></td>'
+
+    kinds = "".join(
+        f'<tr class="f-{g["worst"]["verdict"]}"><th>{_e(g["name"])}</th>'
+        f'<td class="num"><a href="#findings-all" data-finding-kind="{_e(g["kind"] or "")}" '
+        f'title="{g["fails"]} fail, {g["count"] - g["fails"]} partly">{g["count"]}</a></td>'
+        f'<td class="off">{_e(g["worst"]["off"])}</td>{what(g["worst"], title=True)}{where(g["worst"])}</tr>'
+        for g in findings_mod.by_kind(found))
+    ranked = "".join(
+        f'<tr class="f-{f["verdict"]}" data-finding-kind="{_e(f["kind"] or "")}">'
+        f'<td class="num">{f["rank"]}</td><td class="off">{_e(f["off"])}</td>{what(f)}'
+        f'<td>{_e(findings_mod.KIND_NAMES.get(f["kind"], ""))}</td>{where(f)}</tr>'
+        for f in found)
     return ('<section id="findings">\n<h2>What the documents get wrong</h2>\n'
             f'<p class="findings-count"><b class="v-fails">{n_fails} claims fail</b> (false as stated) and '
             f'<b class="v-partly">{len(found) - n_fails} hold only partly</b> (only under an unstated condition, or '
-            'only in part). Worst first: code that does not run, wrong numbers by how far they are off, '
-            'misattributions, missing conditions, bibliographic details, wording.</p>\n'
-            f'<ol class="findings">{head}</ol>{more}\n</section>\n')
+            'only in part). Each kind, with how far off its worst is: a factor for numbers, else what is wrong.</p>\n'
+            f'<table class="findings kinds"><thead><tr><th>kind</th><th class="num">findings</th>{OFF_HEAD}'
+            f'<th>the worst of its kind</th><th>where</th></tr></thead><tbody>{kinds}</tbody></table>\n'
+            f'<details id="findings-all"><summary>all {len(found)} findings, worst first: code that does not run, '
+            'wrong numbers by how far they are off, exponents, formulas, signs and directions, misattributions, '
+            'missing conditions, bibliographic details, wording <span id="findings-shown"></span></summary>\n'
+            f'<table class="findings ranked"><thead><tr><th class="num">#</th>{OFF_HEAD}<th>what is wrong</th>'
+            f'<th>kind</th><th>where</th></tr></thead><tbody>{ranked}</tbody></table></details>\n</section>\n')
 
 
 def _summary(report: dict) -> str:

@@ -404,13 +404,23 @@ def _markdown_findings(report: dict[str, Any]) -> list[str]:
     out = ["## Findings: what the documents get wrong", "",
            f"{len(found)} claims are wrong as written: **{n_fails} fail** (false as stated) and "
            f"**{len(found) - n_fails} hold only partly** (true only under an unstated condition, or only in part). "
-           "Ranked by the rule in `claimcheck/findings.py`: code that does not run, then wrong numbers by how far "
-           "they are off, then misattributions, conditions, bibliographic details, wording.", "",
-           "| # | claim | verdict | kind | what is wrong |", "| --- | --- | --- | --- | --- |"]
+           "*Off* says how far: a factor for numbers (x8: the true value is 8 times the printed one; a factor alone "
+           "where only how many times off is recorded), else what is wrong.", "",
+           "### By kind, the worst of each", "",
+           "| kind | findings | fail | off | the worst of its kind |", "| --- | --- | --- | --- | --- |"]
+    for g in findings_mod.by_kind(found):
+        w = g["worst"]
+        out.append(f"| {g['name']} | {g['count']} | {g['fails']} | {_cell(w['off'])} | "
+                   f"[`{w['id']}`](#{_anchor(w['id'])}): {_cell(w['summary'])} |")
+    out += ["", "### Every finding, worst first", "",
+            "Ranked by the rule in `claimcheck/findings.py`: code that does not run, then wrong numbers by how far "
+            "they are off, exponents, formulas, signs and directions, then misattributions, conditions, bibliographic "
+            "details, wording.", "",
+            "| # | claim | verdict | kind | off | what is wrong |", "| --- | --- | --- | --- | --- | --- |"]
     for f in found:
         verdict = "**FAILS**" if f["verdict"] == "fails" else "partly"
         out.append(f"| {f['rank']} | [`{f['id']}`](#{_anchor(f['id'])}) | {verdict} | {f['kind'] or '-'} | "
-                   f"{_cell(f['summary'])} |")
+                   f"{_cell(f['off']) or '-'} | {_cell(f['summary'])} |")
     return out + [""]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ from claimcheck import html, report
 from claimcheck.asv_results import load_asv_results
 from claimcheck.registry import load_registry
 from claimcheck.sources import load_sources
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -158,3 +161,104 @@ def test_the_run_record_is_shown_and_a_partial_run_said_loudly():
     assert "PARTIAL RUN" in text and "def" in text
     assert "PARTIAL RUN" not in _run_record({**run, "complete": True, "mixed": False, "runs": [{"id": "a"}, {"id": "b"}]})
     assert "PARTIAL RUN" in _run_record({**run, "complete": True, "mixed": True})
+
+
+# --- findings: how far off, by kind, and the banner of a run that did not check out ----------
+
+
+@pytest.mark.parametrize("finding, expected", [
+    ({"kind": "wrong-number", "claimed": 360000, "actual": 1048576, "ratio": 2.91}, "x2.9"),
+    ({"kind": "wrong-number", "claimed": 16, "actual": 8, "ratio": 2}, "x0.5"),  # the direction from the numbers
+    ({"kind": "wrong-number", "claimed": "n (1024 at n = 1024)", "actual": "1.03", "ratio": 994}, "x994"),
+    ({"kind": "wrong-number", "claimed": 0.9, "actual": 1.0, "ratio": 1.111}, "x1.1"),
+    ({"kind": "wrong-number", "claimed": 1.0, "actual": 1.04}, "x1.04"),
+    ({"kind": "wrong-number", "claimed": "(n_dims, max_pos, head_dim/2)", "actual": "(max_pos, 2 n_dims)"}, "shape"),
+    ({"kind": "wrong-number", "claimed": "Re(lambda) >= 0", "actual": "lambda = -0.8"}, "number"),
+    ({"kind": "wrong-exponent", "claimed": -0.75, "actual": 1}, "exponent 1, not -0.75"),
+    ({"kind": "wrong-exponent", "claimed": "O(n d)", "actual": "Theta(n^2 d^2 / M)"}, "exponent"),
+    ({"kind": "code-does-not-run", "summary": "NDimensionalRoPE(8, 2, 16) raises NameError (pairs_per_dim)"},
+     "does not run: NameError"),
+    ({"kind": "code-does-not-run", "summary": "forward() stops at a placeholder and returns None"}, "returns None"),
+    ({"kind": "code-does-not-run", "summary": "labelled pseudocode that calls helpers it never defines"}, "does not run"),
+    ({"kind": "wrong-formula", "claimed": "A = exp(S)", "actual": "A = exp(S / sqrt(d_k))"}, "formula"),
+    ({"kind": "flipped-sign", "claimed": "a - b", "actual": "b - a"}, "sign"),
+    ({"kind": "reversed-direction"}, "direction"),
+    ({"kind": "misattribution"}, "attribution"),
+    ({"kind": "wrong-bibliographic-detail", "claimed": 2022, "actual": 2021}, "year 2021, not 2022"),
+    ({"kind": "wrong-bibliographic-detail", "claimed": "ICLR 2026", "actual": "ICML 2024"}, "citation"),
+    ({}, ""),  # a fails claim without a finding
+])
+def test_off_is_the_factor_for_numbers_and_a_word_for_the_rest(finding, expected):
+    from claimcheck.findings import off
+
+    assert off({"summary": "what is wrong", **finding}) == expected
+
+
+def test_every_finding_of_the_registry_says_how_far_off_it_is():
+    from claimcheck.findings import findings
+
+    claims = [{"id": c.id, "document": c.source, "line": c.line, "verdict": c.verdict, "status": "refuted",
+               "grade": c.grade, "finding": c.finding} for c in load_registry(REPO / "claims.yaml").claims]
+    found = findings(claims)
+    assert found and all(f["off"] for f in found), [f["id"] for f in found if not f["off"]]
+    for f in found:
+        if f["kind"] == "wrong-number" and f["ratio"]:
+            assert re.fullmatch(r"x[0-9.]+", f["off"]), (f["id"], f["off"])
+
+
+def synthetic_findings() -> list[dict]:
+    from claimcheck.findings import findings
+
+    base = {"document": "spectral", "status": "refuted", "grade": "proved"}
+    rows = [("a.code", 10, "fails", {"kind": "code-does-not-run", "summary": "raises NameError: x is undefined"}),
+            ("b.small", 20, "fails", {"kind": "wrong-number", "summary": "2x", "claimed": 0.5, "actual": 1, "ratio": 2}),
+            ("c.big", 30, "fails", {"kind": "wrong-number", "summary": "2.9x", "claimed": 360000, "actual": 1048576,
+                                    "ratio": 2.91}),
+            ("d.partly-huge", 40, "partly", {"kind": "wrong-number", "summary": "off 100x", "ratio": 100}),
+            ("e.formula", 50, "partly", {"kind": "wrong-formula", "summary": "a term is missing"}),
+            ("f.cite", 60, "partly", {"kind": "misattribution", "summary": "another paper's result"}),
+            ("g.code", 70, "partly", {"kind": "code-does-not-run", "summary": "raises TypeError on every call"})]
+    return findings([{**base, "id": i, "line": line, "verdict": v, "finding": f} for i, line, v, f in rows])
+
+
+def test_findings_grouped_by_kind_count_each_kind_and_name_its_worst():
+    from claimcheck.findings import by_kind
+
+    groups = by_kind(synthetic_findings())
+    assert [(g["kind"], g["count"], g["fails"], g["worst"]["id"]) for g in groups] == [
+        ("code-does-not-run", 2, 1, "a.code"),
+        ("wrong-number", 3, 2, "c.big"),  # fails before partly, then the larger factor
+        ("wrong-formula", 1, 0, "e.formula"),
+        ("misattribution", 1, 0, "f.cite")]
+    assert groups[1]["name"] == "wrong numbers" and groups[1]["worst"]["off"] == "x2.9"
+
+
+def test_the_findings_section_shows_each_kind_with_its_worst_and_every_finding_with_how_far_off():
+    section = html._findings({"findings": synthetic_findings()})
+    kinds = section[section.index('class="findings kinds"'):section.index("</table>")]
+    assert kinds.count("<tr class=") == 4
+    row = kinds[kinds.index("<th>wrong numbers</th>"):]
+    row = row[:row.index("</tr>")]
+    assert ">3</a>" in row and '<td class="off">x2.9</td>' in row and 'href="#claim-c.big"' in row
+    ranked = section[section.index('class="findings ranked"'):]
+    assert ranked.count('<tr class="f-') == 7
+    assert ('<td class="num">1</td><td class="off">does not run: NameError</td>'
+            '<td class="what"><a href="#claim-a.code">') in ranked
+    assert '<td class="off">x0.5</td>' not in ranked and '<td class="off">x2</td>' in ranked
+
+
+def test_a_run_with_error_or_mismatch_claims_opens_with_a_red_banner_linking_them(data):
+    assert 'id="alarm"' not in html.render(data)
+    by_id = {c["id"]: c for c in data["claims"]}
+    by_id["flash-attention.exact"]["status"] = "error"
+    by_id["softmax.row-stochastic"]["status"] = "mismatch"
+    by_id["complexity.quadratic-time"]["status"] = "error"
+    page = html.render(data)
+    banner = page[page.index('<div class="banner alarm" id="alarm"'):]
+    banner = banner[:banner.index("</div>")]
+    assert page.index('id="alarm"') < page.index("<header>")
+    assert "3 claim(s) did not check out" in banner
+    assert 'data-filter="status" data-value="error">2 error</a>' in banner
+    assert 'data-value="mismatch">1 mismatch</a>' in banner
+    for cid in ("flash-attention.exact", "softmax.row-stochastic", "complexity.quadratic-time"):
+        assert f'<a href="#claim-{cid}">' in banner

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -252,20 +253,64 @@ def wait_for(browser: DevTools, condition: str, timeout_ms: int = 5000) -> None:
     assert ok, f"timed out waiting for {condition}"
 
 
-def test_findings_lead_the_first_screen_worst_first(browser, page_url, tiny_project):
+def open_at_first_screen(browser: DevTools, url: str) -> None:
+    """Load a page in a 1400 x 900 viewport (the first screen a reader sees)."""
     browser.open("about:blank")
     browser.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 900, "deviceScaleFactor": 1,
                                                         "mobile": False})
-    browser.send("Page.navigate", {"url": page_url})
+    browser.send("Page.navigate", {"url": url})
     browser.wait_event("Page.loadEventFired")
-    first = browser.evaluate("""(() => { const li = document.querySelector('#findings ol.findings li');
-        const r = li.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, href: li.querySelector('a').hash,
+
+
+# each kind of finding in view in the first screen: its name, count, how far off its worst is and that worst
+KINDS_IN_VIEW = """Array.from(document.querySelectorAll('#findings table.kinds tbody tr')).filter(tr => {
+    const r = tr.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }).map(tr => {
+    const off = tr.querySelector('td.off'); return {kind: tr.cells[0].textContent, count: tr.cells[1].textContent,
+    off: off.textContent, off_whole: off.scrollWidth <= off.clientWidth, href: tr.querySelector('td.what a').hash}; })"""
+
+
+def test_findings_lead_the_first_screen_worst_first(browser, page_url, tiny_project):
+    open_at_first_screen(browser, page_url)
+    first = browser.evaluate("""(() => { const tr = document.querySelector('#findings table.kinds tbody tr');
+        const r = tr.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, href: tr.querySelector('td.what a').hash,
         counts: document.getElementById('summary').getBoundingClientRect().top}; })()""")
     results = json.loads(tiny_project.results_path.read_text())
     data = report.build(load_registry(tiny_project.root / "claims.yaml"), load_sources(tiny_project.root), results, None)
     assert first["href"] == f"#claim-{data['findings'][0]['id']}"  # the worst finding, by claimcheck/findings.py
     assert 0 <= first["top"] and first["bottom"] <= 900 and first["bottom"] < first["counts"]  # above the counts
     browser.screenshot(ARTIFACTS / "report-first-screen.png")
+    assert browser.problems() == []
+
+
+@pytest.fixture(scope="module")
+def registry_page_url(tmp_path_factory) -> str:
+    """This repository's registry rendered without results: every finding, as the real report ranks them."""
+    data = report.build(load_registry(REPO / "claims.yaml"), load_sources(REPO), None, None)
+    out = tmp_path_factory.mktemp("registry-report")
+    (out / "index.html").write_text(html.render(data), encoding="utf-8")
+    return (out / "index.html").as_uri()
+
+
+def test_the_first_screen_shows_each_kind_of_finding_with_a_wrong_number_and_its_factor(browser, registry_page_url):
+    open_at_first_screen(browser, registry_page_url)
+    browser.screenshot(ARTIFACTS / "report-first-screen-findings.png")
+    shown = {k["kind"]: k for k in browser.evaluate(KINDS_IN_VIEW)}
+    assert len(shown) >= 4 and {"wrong numbers", "wrong formulas", "wrong exponents", "misattributions"} <= set(shown)
+    number = shown["wrong numbers"]
+    assert re.fullmatch(r"x[0-9.]+", number["off"]) and number["off_whole"], number  # its factor, not cut off
+    assert int(number["count"]) > 1 and number["href"].startswith("#claim-")
+
+    # a kind's count opens the full ranked list, showing that kind only
+    browser.click("#findings table.kinds a[data-finding-kind=wrong-number]")
+    browser.evaluate("new Promise(r => setTimeout(r, 100))")
+    ranked = browser.evaluate("""(() => { const d = document.getElementById('findings-all'); return {open: d.open,
+        kinds: Array.from(d.querySelectorAll('tbody tr')).filter(tr => !tr.hidden).map(tr => tr.dataset.findingKind),
+        offs: Array.from(d.querySelectorAll('tbody tr')).filter(tr => !tr.hidden).map(tr => tr.cells[1].textContent)}; })()""")
+    assert ranked["open"] and set(ranked["kinds"]) == {"wrong-number"} and len(ranked["kinds"]) == int(number["count"])
+    assert ranked["offs"][0] == number["off"]  # the worst of the kind leads its list
+    browser.click("#findings-all > summary")
+    browser.evaluate("new Promise(r => setTimeout(r, 50))")
+    assert browser.evaluate("Array.from(document.querySelectorAll('#findings-all tbody tr')).every(tr => !tr.hidden)")
     assert browser.problems() == []
 
 

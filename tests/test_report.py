@@ -259,3 +259,15 @@ def test_findings_lead_the_page_and_the_markdown(tiny_project):
     assert page.index('id="findings"') < page.index('id="summary"')
     md = report.render_markdown(data)
     assert md.index("## Findings") < md.index("**Decided:**")
+
+
+def test_the_markdown_findings_lead_with_each_kind_and_its_worst_and_say_how_far_off():
+    from tests.test_html import synthetic_findings
+
+    md = "\n".join(report._markdown_findings({"findings": synthetic_findings()}))
+    by_kind = md[md.index("### By kind"):md.index("### Every finding")]
+    assert by_kind.count("\n| ") == 1 + 1 + 4  # the head, its rule, one row per kind
+    assert "| wrong numbers | 3 | 2 | x2.9 | [`c.big`](#cbig): 2.9x |" in by_kind
+    every = md[md.index("### Every finding"):]
+    assert "| # | claim | verdict | kind | off | what is wrong |" in every
+    assert "| 1 | [`a.code`](#acode) | **FAILS** | code-does-not-run | does not run: NameError |" in every

@@ -173,6 +173,24 @@
     });
   }
 
+  // A kind's count in the findings opens the ranked list with that kind only; closing the list shows all again.
+  const allFindings = document.getElementById("findings-all");
+  if (allFindings) {
+    const ranked = Array.from(allFindings.querySelectorAll("tbody tr"));
+    const note = document.getElementById("findings-shown");
+    function showKind(kind, name) {
+      for (const row of ranked) row.hidden = kind !== null && row.dataset.findingKind !== kind;
+      note.textContent = kind === null ? "" : "(showing " + name + " only)";
+    }
+    document.addEventListener("click", (event) => {
+      const link = event.target.closest("a[data-finding-kind]");
+      if (!link) return;
+      showKind(link.dataset.findingKind, link.closest("tr").firstElementChild.textContent);
+      allFindings.open = true;
+    });
+    allFindings.addEventListener("toggle", () => { if (!allFindings.open) showKind(null); });
+  }
+
   markCurrent();
   apply();
 })();
