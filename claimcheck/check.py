@@ -23,6 +23,7 @@ Each problem names the file, the line and the claim id. Checks:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from claimcheck.collect import TestFunction, benchmarks, evidence_tests
@@ -44,12 +45,27 @@ def _parse(root: Path, path: Path, parse) -> tuple[str, list | None, list[Proble
     return name, entries, [Problem(name, p.line, p.claim, p.message) for p in problems], malformed
 
 
+@dataclass(frozen=True)
+class Audit:
+    """What ``claims check`` found: the problems, whether an input could not be read or parsed at all
+    (the registry or the references: then the problems say why), and how many claims are well formed."""
+
+    problems: list[Problem]
+    unreadable: bool
+    claims: int
+
+
 def check(root: Path, registry_path: Path | None = None, references_path: Path | None = None) -> list[Problem]:
     """All problems found in the project at ``root``; an empty list means the registry is sound."""
+    return audit(root, registry_path, references_path).problems
+
+
+def audit(root: Path, registry_path: Path | None = None, references_path: Path | None = None) -> Audit:
+    """Every check of the project at ``root``, each file read and parsed once."""
     registry_path = registry_path or root / "claims.yaml"
     reg, claims, problems, malformed = _parse(root, registry_path, parse_registry)
     if claims is None:
-        return problems
+        return Audit(problems, unreadable=True, claims=0)
 
     ids: dict[str, Claim] = {}
     for c in claims:
@@ -63,9 +79,10 @@ def check(root: Path, registry_path: Path | None = None, references_path: Path |
     problems += _check_links(reg, claims, ids, known)
     tests = {t.nodeid: t for t in evidence_tests(root)}
     problems += _check_evidence(root, reg, claims, ids, known, tests)
-    problems += _check_records(root, reg, claims, tests, references_path or default_path(root))
+    references = _parse(root, references_path or default_path(root), parse_references)
+    problems += _check_records(root, reg, claims, tests, references)
     problems += _check_experiments(reg, claims)
-    return problems
+    return Audit(problems, unreadable=references[1] is None, claims=len(claims))
 
 
 def _check_experiments(reg: str, claims: list[Claim]) -> list[Problem]:
@@ -214,8 +231,11 @@ GENERIC_RECORD_TESTS = "properties/test_records.py::"
 
 
 def _check_records(root: Path, reg: str, claims: list[Claim], tests: dict[str, TestFunction],
-                   path: Path) -> list[Problem]:
-    name, refs_list, problems, malformed = _parse(root, path, parse_references)
+                   references: tuple[str, list | None, list[Problem], set[str]]) -> list[Problem]:
+    """The references' own problems and the claims' citations, attributions, witnesses and grades;
+    ``references`` is what :func:`_parse` read of the references file."""
+    name, refs_list, problems, malformed = references
+    problems = list(problems)
     if refs_list is None:
         return problems
     refs = {r.key: r for r in refs_list}

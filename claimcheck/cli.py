@@ -32,10 +32,10 @@ from typing import Any
 from claimcheck import report as report_mod
 from claimcheck.asv_results import format_row, load_asv_results
 from claimcheck.collect import EVIDENCE_FOLDERS
-from claimcheck.check import check
-from claimcheck.references import default_path, load_references, parse_references
+from claimcheck.check import audit
+from claimcheck.references import default_path, load_references
 from claimcheck.registry import SCHEMA as REGISTRY_SCHEMA
-from claimcheck.registry import GRADES, VERDICTS, RegistryError, load_registry, parse_registry
+from claimcheck.registry import GRADES, VERDICTS, RegistryError, load_registry
 from claimcheck.sources import load_sources
 from claimcheck.status import STATUSES
 
@@ -68,22 +68,16 @@ def say(message: str) -> None:
 def cmd_check(args: argparse.Namespace, root: Path) -> int:
     registry_path = Path(args.registry) if args.registry else root / "claims.yaml"
     references_path = Path(args.references) if args.references else default_path(root)
-    try:  # a registry or references file that cannot be read or parsed is an input error (exit 2)
-        parse_registry(registry_path)
-        parse_references(references_path)
-    except RegistryError as exc:
-        for p in exc.problems:
-            print(p, file=sys.stderr)
+    found = audit(root, registry_path, references_path)
+    for p in found.problems:
+        print(p, file=sys.stderr)
+    if found.unreadable:  # a registry or references file that cannot be read or parsed is an input error
         print("claims check: cannot read the input", file=sys.stderr)
         return EXIT_USAGE
-    problems = check(root, registry_path, references_path)
-    for p in problems:
-        print(p, file=sys.stderr)
-    if problems:
-        print(f"claims check: {len(problems)} problem(s)", file=sys.stderr)
+    if found.problems:
+        print(f"claims check: {len(found.problems)} problem(s)", file=sys.stderr)
         return EXIT_CLAIMS_FAILED
-    registry = load_registry(registry_path)
-    print(f"claims check: {len(registry.claims)} claims, no problems")
+    print(f"claims check: {found.claims} claims, no problems")
     return EXIT_OK
 
 
