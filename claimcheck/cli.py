@@ -181,7 +181,8 @@ def _saved_report(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     registry = load_registry(root / "claims.yaml")
     results = _read_results(_results_path(args, root), required=False)
     asv = load_asv_results(root)
-    return report_mod.build(registry, load_sources(root), results, asv, references=load_references(default_path(root)))
+    return report_mod.build(registry, load_sources(root), results, asv, references=load_references(default_path(root)),
+                            backends=False)
 
 
 # ---------------------------------------------------------------------------------------------
