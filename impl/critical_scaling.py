@@ -29,6 +29,7 @@ from typing import Callable
 import torch
 
 from impl.softmax import stable_softmax
+from impl.spectral import eig
 
 
 def document_divisor(n: int, c: float = 1.0, power: float = 1.5) -> float:
@@ -109,7 +110,7 @@ def attention_statistics(a: torch.Tensor, spectral: bool = True) -> dict[str, fl
     stats = {"row_entropy": h, "normalized_entropy": h / math.log(n), "max_weight": a.max(dim=-1).values.mean().item(),
              "trace": a.trace().item()}
     if spectral:
-        ev = torch.linalg.eigvals(a).abs().sort(descending=True).values
+        ev = eig(a).abs().sort(descending=True).values
         s = torch.linalg.svdvals(a)
         p = s / s.sum()
         stats.update({

@@ -14,7 +14,7 @@ a 99%-mass count). Here every quantity has its own name and formula:
   :func:`stable_rank` ``||A||_F^2 / ||A||_2^2`` (Rudelson & Vershynin 2007), and
   :func:`mass_rank` the least k with ``sum_{i<=k} s_i >= q sum_i s_i``;
 * :func:`spectral_concentration` ``kappa(W) = lambda_1 / sum_i lambda_i`` of a general (non-symmetric)
-  square matrix, from ``torch.linalg.eigvals``: ``sum_i lambda_i = tr W`` is real, lambda_1 is the
+  square matrix, from :func:`eig`: ``sum_i lambda_i = tr W`` is real, lambda_1 is the
   eigenvalue of largest real part;
 * :func:`stationary_distribution` the left Perron vector ``pi^T A = pi^T`` of a row-stochastic matrix;
 * norms: :func:`frobenius_norm` ``sqrt(sum W_ij^2)``, :func:`nuclear_norm` ``sum s_i``,
@@ -42,10 +42,31 @@ def _matrix(a: torch.Tensor, what: str) -> None:
         raise ValueError(f"{what} needs matrices (..., m, n), got shape {tuple(a.shape)}")
 
 
+def eig(a: torch.Tensor, vectors: bool = False):
+    """Eigenvalues (and with ``vectors`` eigenvectors) of a general square matrix (..., n, n), complex.
+
+    On the CPU they come from numpy's LAPACK ``geev`` (OpenBLAS), not torch's: torch's CPU build takes
+    ``geev`` from MKL, which reports "failed to converge" for some exactly rank-one matrices of identical
+    rows (the attention-sink matrix 1 p^T, n = 8, p = softmax(1.78, 0, ..., 0), for one), and
+    ``torch.linalg.eig`` corrupts the heap on that failure (torch 2.13: "double free or corruption" a few
+    allocations later). numpy returns their eigenvalues {1, 0, ..., 0}. Tensors that need a gradient, or
+    live on another device, use torch.
+    """
+    if a.device.type != "cpu" or a.requires_grad:
+        return torch.linalg.eig(a) if vectors else torch.linalg.eigvals(a)
+    import numpy as np
+
+    m = a.detach().numpy()
+    out = np.linalg.eig(m) if vectors else (np.linalg.eigvals(m),)
+    complex_dtype = np.complex128 if m.dtype == np.float64 or m.dtype == np.complex128 else np.complex64
+    out = tuple(torch.from_numpy(np.ascontiguousarray(x, dtype=complex_dtype)) for x in out)
+    return out if vectors else out[0]
+
+
 def eigenvalues(a: torch.Tensor) -> torch.Tensor:
     """Eigenvalues of a square matrix (..., n, n), complex, sorted by decreasing modulus: (..., n)."""
     _square(a, "eigenvalues")
-    ev = torch.linalg.eigvals(a)
+    ev = eig(a)
     order = ev.abs().argsort(dim=-1, descending=True)
     return ev.gather(-1, order)
 
@@ -114,14 +135,14 @@ def mass_rank(a: torch.Tensor, q: float = 0.99) -> torch.Tensor:
 def spectral_concentration(w: torch.Tensor) -> torch.Tensor:
     """``kappa(W) = lambda_1 / sum_i lambda_i`` for a general square W (..., d, d), as a complex tensor.
 
-    Eigenvalues come from ``torch.linalg.eigvals`` (no symmetry assumed); ``sum_i lambda_i = tr W``;
+    Eigenvalues come from :func:`eig` (no symmetry assumed); ``sum_i lambda_i = tr W``;
     lambda_1 is the eigenvalue of largest real part (the largest eigenvalue when all are real).
     kappa is real and in (0, 1] exactly when the eigenvalues are real and nonnegative with tr W > 0
     (e.g. W positive semidefinite); for a general W_Q W_K^T it can be complex, negative, above 1,
     or undefined (tr W = 0).
     """
     _square(w, "spectral_concentration")
-    ev = torch.linalg.eigvals(w)
+    ev = eig(w)
     lam1 = ev.gather(-1, ev.real.argmax(dim=-1, keepdim=True)).squeeze(-1)
     return lam1 / ev.sum(dim=-1)
 
@@ -134,7 +155,7 @@ def stationary_distribution(a: torch.Tensor) -> torch.Tensor:
     _square(a, "stationary_distribution")
     if a.ndim != 2:
         raise ValueError(f"stationary_distribution takes one matrix (n, n), got shape {tuple(a.shape)}")
-    ev, vec = torch.linalg.eig(a.T)
+    ev, vec = eig(a.T, vectors=True)
     pi = vec[:, (ev - 1).abs().argmin()].real
     return pi / pi.sum()
 
