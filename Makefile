@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TORCH ?= torch==2.13.0
 PROFILE ?=
 
-.PHONY: report test check browser clean mutants
+.PHONY: report test check browser clean mutants flakes
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -19,11 +19,8 @@ $(STAMP): pyproject.toml Makefile
 report: $(STAMP)  ## the claim-status report, on CPU: writes report/
 	$(BIN)/claims report $(if $(PROFILE),--profile $(PROFILE))
 
-test: $(STAMP) browser  ## registry check, the property suite, then the suite's own tests
-	$(BIN)/claims check
-	$(BIN)/python -m pytest -n auto properties/
-	$(BIN)/python -m pytest -n auto --dist loadgroup experiments/
-	$(BIN)/python -m pytest -n auto tests/
+test: $(STAMP) browser  ## registry check, the property suite, the experiments, the suite's own tests: each runs, each is reported
+	$(BIN)/python tools/test_parts.py
 
 # The report page is tested in a real headless Chromium: install Debian's package (and a CJK font
 # for readable screenshots) when it is missing and we may (root with apt-get); otherwise that test
@@ -40,6 +37,11 @@ check: $(STAMP)
 # each; not part of `make test`); prints killed/survived and the score, writes results/mutants.json.
 mutants: $(STAMP)
 	$(BIN)/python tools/mutants.py $(MUTANTS_ARGS)
+
+# The property suite under the random profile, once per seed (FLAKES_ARGS="--runs 5 properties/test_x.py"):
+# a table of every test or claim that failed, with the seeds that replay it; writes results/flakes.json.
+flakes: $(STAMP)
+	$(BIN)/python tools/flakes.py $(FLAKES_ARGS)
 
 clean:
 	rm -rf $(VENV) results report .hypothesis

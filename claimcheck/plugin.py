@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 
 from claimcheck import evidence
+from claimcheck import results as results_file
+from claimcheck.progress import Progress
 from claimcheck.registry import RegistryError, load_registry, selected
-from claimcheck.runrecord import merge_partial, read_json, run_record
+from claimcheck.runrecord import merge_partial, partial_note, run_record, run_summaries
 from claimcheck.status import Outcome, atomic_write, build_results, evidence_index, observe_all, summary_counts
 
 _PREFIX = "claimcheck."
@@ -45,6 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "properties/test_backends.py; capabilities from the function's claims_capabilities attribute "
              "(see `claims kernel --help`)",
     )
+    group.addoption("--claims-progress", action="store_true", default=False,
+                    help="print a progress line (phase, counts, time left) to stderr; claims report uses it")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -147,6 +151,7 @@ def pytest_runtest_call(item: pytest.Item):
             item.user_properties.append((_PREFIX + "examples", counter[0]))
 
 
+CHECKPOINT_SECONDS = 30  # the results file is rewritten this often during a run, so a killed run leaves its rows
 CONTROL_EXAMPLES = 10  # a wrong variant fails at once; a handful of examples shows it, without shrinking
 
 
@@ -207,13 +212,24 @@ class _Aggregator:
         self.started = time.time()
         self.results: dict | None = None
         self.collected: set[str] = set()  # every node id collected (by the workers, under xdist)
+        self.set_aside: tuple | None = None  # (the error, where the unusable results file was moved)
+        self.progress: Progress | None = None
+        self.checkpointed = time.time()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected.update(item.nodeid for item in session.items)
+        self._start_progress()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self.collected.update(ids)
+        self._start_progress()
+
+    def _start_progress(self) -> None:
+        if not self.config.getoption("claims_progress") or not self.collected:
+            return
+        if self.progress is None or self.progress.expected.keys() != self.collected:
+            self.progress = Progress(set(self.collected), _previous_seconds(self._results_path()))
 
     def _whole_files_collected(self) -> set[str] | None:
         """The collected node ids when whole files were collected (no -k, -m, --deselect or node ids), else None."""
@@ -233,24 +249,43 @@ class _Aggregator:
                 nodeid=report.nodeid, claims=list(props["claims"]), kind=props.get("kind", "property")
             )
         outcome.update(report, props)
+        if time.time() - self.checkpointed >= CHECKPOINT_SECONDS:  # results written as they arrive
+            self.checkpointed = time.time()
+            self._write(interrupted=True)  # "did not finish", until the final write says otherwise
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        if self.progress is not None:
+            self.progress.finished(nodeid)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.progress is not None:
+            self.progress.draw(final=True)
         if not self.outcomes:
             return  # no claim evidence ran (e.g. the suite's own tests): leave results alone
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        self.results = self._write(interrupted=interrupted)
+        if any(r["status"] in ("mismatch", "error") for r in self.results["claims"]) and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _write(self, interrupted: bool) -> dict:
+        """Judge every claim on the outcomes so far and write the results file (merged into earlier results
+        when this run does not reach every piece of evidence); a file that cannot be read is set aside first."""
         root = Path(str(self.config.rootpath))
         registry = _registry(self.config)
-        observed = observe_all(registry, list(self.outcomes.values()))
-        results_path = Path(self.config.getoption("claims_results") or root / "results" / "claims-results.json")
-
+        outcomes = list(self.outcomes.values())
+        observed = observe_all(registry, outcomes)
+        path = self.results_path = self._results_path()
         meta = run_record(root, self.started, time.time() - self.started, _profile_name(),
                           self.config.getoption("hypothesis_seed", None),
                           getattr(self.config.option, "numprocesses", None) or 0,
                           [str(a) for a in self.config.args])
-        results = build_results(registry, observed, list(self.outcomes.values()), meta)
+        meta["interrupted"] = interrupted
+        results = build_results(registry, observed, outcomes, meta)
         missing = _evidence_not_run(registry, self.outcomes)
         if missing:  # a partial run joins the previous results claim by claim, never replaces them
-            previous = read_json(results_path)
-            ran = {cid for o in self.outcomes.values() for cid in o.claims}
+            previous = self._previous(path)
+            ran = {cid for o in outcomes for cid in o.claims}
             tests, meta, runs = merge_partial(previous, results["tests"], meta, ran, [c.id for c in registry.claims],
                                               self._whole_files_collected())
             # judge every claim again on the union of the outcomes: evidence split over runs (properties/, then
@@ -266,33 +301,59 @@ class _Aggregator:
             meta["complete"] = not still
             results = {**results, "claims": rows, "tests": tests, "meta": meta}
         else:
-            results["meta"] = {**meta, "complete": True}
-            results["claims"] = [{**r, "run": meta["id"]} for r in results["claims"]]
-        atomic_write(results_path, json.dumps(results, indent=1, ensure_ascii=False) + "\n")
-        self.results = results
-        self.results_path = results_path
-        if any(o.status in ("mismatch", "error") for o in observed.values()) and session.exitstatus == 0:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            rows = [{**r, "run": meta["id"]} for r in results["claims"]]
+            meta = {**meta, "complete": True, "not_run": 0, "runs": run_summaries([meta], {r["id"]: meta["id"] for r in rows})}
+            results = {**results, "meta": meta, "claims": rows}
+        atomic_write(path, json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+        return results
+
+    def _results_path(self) -> Path:
+        root = Path(str(self.config.rootpath))
+        return Path(self.config.getoption("claims_results") or root / "results" / "claims-results.json")
+
+    def _previous(self, path: Path) -> dict | None:
+        """The results a partial run merges into; an unusable file is renamed aside (kept), never overwritten."""
+        try:
+            return results_file.read(path)
+        except results_file.UnreadableResults as exc:
+            kept = results_file.set_aside(path)
+            self.set_aside = (exc, kept)
+            return None
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.results is None:
             return
-        counts = summary_counts(self.results)
         tr = terminalreporter
         tr.section("claims")
+        if self.set_aside is not None:
+            exc, kept = self.set_aside
+            tr.write_line(f"RESULTS FILE SET ASIDE: {exc.path} could not be used ({exc.problems[0]}); kept as {kept}. "
+                          "This run's rows stand alone.", red=True, bold=True)
         for row in self.results["claims"]:
             if row["status"] in ("mismatch", "error"):
                 tr.write_line(f"{row['status'].upper()} {row['id']}: {row['detail']}", red=True)
-        meta = self.results["meta"]
-        note = "" if meta.get("complete") else (f"; PARTIAL run: {meta.get('not_run')} evidence test(s) did not run, "
-                                                "their claims keep the previous run's rows")
-        tr.write_line("claims: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f"  ({self.results_path}{note})")
+        counts = summary_counts(self.results)
+        tr.write_line("claims: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+                      + f"  ({self.results_path})")
+        note = partial_note(self.results["meta"])
+        if note:
+            tr.write_line(note, yellow=True, bold=True)
+
+
+def _previous_seconds(path: Path) -> dict[str, float]:
+    """How long each test took in the saved results (for the progress line's time left; empty if none)."""
+    try:
+        return {t["nodeid"]: float(t.get("seconds") or 0) for t in json.loads(path.read_text(encoding="utf-8"))["tests"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def _evidence_not_run(registry, nodeids) -> list[str]:
-    """Evidence tests named in the registry that no node among ``nodeids`` reaches (benchmarks aside)."""
+    """Evidence tests named in the registry that no node among ``nodeids`` reaches (benchmarks aside), each
+    once (several claims may name one test): the count the page and ``claims report`` give too."""
     reached = evidence_index(nodeids)
-    return [ev for c in registry.claims for ev in c.evidence if not ev.startswith("benchmarks/") and ev not in reached]
+    return sorted({ev for c in registry.claims for ev in c.evidence if not ev.startswith("benchmarks/")
+                   and ev not in reached})
 
 
 def _profile_name() -> str | None:

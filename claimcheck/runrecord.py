@@ -17,6 +17,7 @@ import json
 import platform
 import subprocess
 import sys
+from collections import Counter
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,13 @@ def _git(root: Path, *args: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_state(root: Path) -> tuple[str | None, bool | None]:
+    """The commit checked out at ``root`` and whether tracked files differ from it (None, None outside git)."""
+    commit = _git(root, "rev-parse", "HEAD")
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return commit, (bool(status) if status is not None else None)
 
 
 def _version(name: str) -> str | None:
@@ -71,8 +79,7 @@ def _device() -> dict[str, Any]:
 def run_record(root: Path, started: float, seconds: float, profile: str | None, seed: Any, workers: int,
                selection: list[str]) -> dict[str, Any]:
     """The record of one evidence run (the results' ``meta``)."""
-    commit = _git(root, "rev-parse", "HEAD")
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    commit, dirty = git_state(root)
     return {
         "id": hashlib.sha1(f"{started}-{commit}".encode()).hexdigest()[:12],
         "started": dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat(timespec="seconds"),
@@ -81,7 +88,7 @@ def run_record(root: Path, started: float, seconds: float, profile: str | None, 
         "seed": seed,
         "workers": workers,
         "commit": commit,
-        "dirty": bool(status) if status is not None else None,
+        "dirty": dirty,
         "python": platform.python_version(),
         "packages": {name: _version(name) for name in PACKAGES},
         "platform": f"{platform.system()} {platform.release()}",
@@ -105,7 +112,9 @@ def merge_partial(previous: dict | None, tests: list[dict], meta: dict, ran: set
     (a renamed test, a new parametrization) and is dropped, not kept as if it still stood."""
     meta = {**meta, "complete": False}
     if not previous or not previous.get("claims"):
-        return tests, meta, {cid: meta["id"] for cid in claim_ids}
+        runs = {cid: meta["id"] for cid in claim_ids}
+        meta["runs"] = run_summaries([_summary(meta)], runs)
+        return tests, meta, runs
     base = previous.get("meta") or {}
     old = {r["id"]: r.get("run", base.get("id")) for r in previous["claims"]}
     runs = {cid: meta["id"] if cid in ran or cid not in old else old[cid] for cid in claim_ids}
@@ -115,12 +124,60 @@ def merge_partial(previous: dict | None, tests: list[dict], meta: dict, ran: set
             and not (t["nodeid"].split("::", 1)[0] in whole and t["nodeid"] not in collected)]
     meta["merged_into"] = base.get("id")
     meta["base"] = {k: base.get(k) for k in ("id", "started", "commit", "profile")}
-    used = set(runs.values())
-    meta["runs"] = [r for r in base.get("runs") or [_summary(base)] if r.get("id") in used] + [_summary(meta)]
+    earlier = {r.get("id"): r for r in base.get("runs") or [_summary(base)]}
+    earlier[meta["id"]] = _summary(meta)  # a checkpoint of this run, written earlier, is this run
+    meta["runs"] = run_summaries(list(earlier.values()), runs)
     # rows from another commit, another profile or a dirty tree are not one run's results
     meta["mixed"] = len({(r.get("commit"), r.get("profile"), r.get("dirty")) for r in meta["runs"]}) > 1
     return sorted(tests + kept, key=lambda t: t["nodeid"]), meta, runs
 
 
+def run_summaries(candidates: list[dict], runs: dict[str, str | None]) -> list[dict]:
+    """The runs that contribute rows, in order, each with ``rows``: how many claims' rows it gives."""
+    rows = Counter(runs.values())
+    return [{**_summary(r), "rows": rows[r.get("id")]} for r in candidates if rows.get(r.get("id"))]
+
+
 def _summary(meta: dict) -> dict:
-    return {k: meta.get(k) for k in ("id", "started", "commit", "dirty", "profile")}
+    return {k: meta.get(k) for k in ("id", "started", "commit", "dirty", "profile", "seconds", "interrupted")}
+
+
+def partial_note(meta: dict) -> str:
+    """The one sentence that says a results file is PARTIAL (empty when it is not): the same facts the page's
+    banner states: evidence reached by no run, the runs its rows come from, mixed commits or profiles."""
+    runs = meta.get("runs") or []
+    if meta.get("complete") is not False and not meta.get("mixed") and not meta.get("interrupted"):
+        return ""
+    parts = []
+    if meta.get("interrupted"):
+        parts.append("the latest run was interrupted")
+    if meta.get("complete") is False:
+        parts.append(f"{meta.get('not_run')} evidence test(s) reached by no run")
+    if meta.get("mixed"):
+        parts.append("rows from different commits, profiles or trees")
+    if len(runs) > 1:
+        parts.append("rows from runs " + ", ".join(f"{r.get('id')} ({r.get('rows')} rows, profile {r.get('profile')}, "
+                                                  f"commit {(r.get('commit') or '?')[:8]})" for r in runs))
+    elif meta.get("complete") is False and (meta.get("base") or {}).get("id"):
+        parts.append(f"claims it did not reach keep the rows of run {meta['base']['id']}")
+    elif meta.get("complete") is False:
+        parts.append("no earlier results to keep: claims it did not reach are untested")
+    return "PARTIAL: " + "; ".join(parts)
+
+
+def headline(meta: dict | None) -> str:
+    """What the results are composed of, in one sentence: each run that gives rows (id, profile, rows,
+    seconds, interrupted or not) and the time in all."""
+    if not meta:
+        return "No evidence results were available: decided claims show as untested"
+    runs = meta.get("runs") or [{**_summary(meta), "rows": None}]
+
+    def one(r: dict) -> str:
+        rows = f", {r['rows']} rows" if r.get("rows") is not None else ""
+        stopped = ", interrupted" if r.get("interrupted") else ""
+        return f"run {r.get('id')} (profile {r.get('profile')}{rows}, {r.get('seconds')} s{stopped})"
+
+    if len(runs) == 1:
+        return f"Evidence from one {one(runs[0])}"
+    total = round(sum(r.get("seconds") or 0 for r in runs), 1)
+    return f"Evidence composed of {len(runs)} runs, {total} s in all: " + ", ".join(one(r) for r in runs)

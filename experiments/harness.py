@@ -7,10 +7,13 @@ a seeded 95% bootstrap interval over seeds, and decides the :class:`Prediction`:
 the whole interval lies on the predicted side of the threshold, so the outcome cannot flip with one seed.
 
 Determinism: per seed ``torch.manual_seed(seed)``, ``torch.use_deterministic_algorithms(True)`` and one
-thread. Results are cached as JSON under ``results/experiments/<name>-<hash>.json``, the hash covering the
-scale, the experiment's configuration and the source of the experiment's module and of every module of
-``experiments/`` and ``impl/`` it imports (transitively); a changed line of any of them re-runs it.
-``CLAIMS_EXPERIMENT_CACHE=0`` turns the cache off; ``CLAIMS_EXPERIMENT_CACHE=<dir>`` moves it.
+thread. Per-seed results are versioned artefacts of the repository, ``experiments/artefacts/<name>-<key>.json``
+(with when, at which commit and with which torch they were made), the key a hash of the scale, the
+experiment's configuration and the source of the experiment's module and of every module of
+``experiments/`` and ``impl/`` it imports (transitively): a changed line of any of them runs it again and
+replaces the artefact; an unchanged one reuses it, and the report says so and from when.
+``CLAIMS_EXPERIMENTS=rerun`` (``claims report --experiments``) runs every experiment again;
+``CLAIMS_EXPERIMENT_CACHE=0`` stores nothing; ``CLAIMS_EXPERIMENT_CACHE=<dir>`` stores elsewhere.
 """
 from __future__ import annotations
 
@@ -146,6 +149,7 @@ class Result:
     confirmed: bool
     wall_s: float = 0.0
     cached: bool = False
+    artefact: dict[str, Any] | None = None  # where the per-seed results are stored, when, reused or not
 
     @property
     def outcome(self) -> str:
@@ -171,7 +175,7 @@ class Result:
             "curves": [{k[len(CURVE):]: v for k, v in m.items() if k.startswith(CURVE)} for m in self.per_seed],
             "values": self.values(), "effect": _finite(self.effect), "ci_low": _finite(self.ci_low),
             "ci_high": _finite(self.ci_high), "confirmed": self.confirmed, "outcome": self.outcome,
-            "wall_s": round(self.wall_s, 3),
+            "wall_s": round(self.wall_s, 3), "artefact": self.artefact,
         }
 
 
@@ -238,11 +242,57 @@ def cache_key(experiment: Experiment, scale: Scale) -> str:
     return hashlib.sha256((payload + _source_digest(experiment)).encode()).hexdigest()[:16]
 
 
+ARTEFACTS = ROOT / "experiments" / "artefacts"
+
+
 def cache_dir() -> Path | None:
+    """Where results are stored: the versioned artefacts of ``experiments/artefacts/`` unless
+    ``CLAIMS_EXPERIMENT_CACHE`` names another folder (or is ``0``: none)."""
     setting = os.environ.get("CLAIMS_EXPERIMENT_CACHE", "")
     if setting == "0":
         return None
-    return Path(setting) if setting else ROOT / "results" / "experiments"
+    return Path(setting) if setting else ARTEFACTS
+
+
+def rerun_requested() -> bool:
+    """``CLAIMS_EXPERIMENTS=rerun`` (``claims report --experiments``): run again even where an artefact exists."""
+    return os.environ.get("CLAIMS_EXPERIMENTS", "") == "rerun"
+
+
+def _read_artefact(path: Path) -> dict | None:
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # a damaged artefact is run again and replaced
+    return saved if isinstance(saved, dict) and isinstance(saved.get("per_seed"), list) else None
+
+
+def _plain_config(experiment: Experiment) -> Any:
+    """``experiment.config()`` as JSON stores it (values JSON cannot hold written with repr, as in the key)."""
+    return json.loads(json.dumps(experiment.config(), sort_keys=True, default=repr))
+
+
+def _store_artefact(path: Path, experiment: Experiment, scale: Scale, per_seed: list, wall: float) -> dict:
+    """Write the artefact of one run (atomically) and remove the artefacts of the same experiment and
+    scale that older code wrote (their key no longer matches)."""
+    from claimcheck.runrecord import git_state
+
+    commit, dirty = git_state(ROOT)
+    saved = {"name": experiment.name, "claim": experiment.claim_id, "scale": scale.as_dict(),
+             "key": path.stem.rsplit("-", 1)[-1], "config": _plain_config(experiment),
+             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit, "dirty": dirty,
+             "torch": torch.__version__, "wall_s": wall, "per_seed": per_seed}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    for old in path.parent.glob(f"{experiment.name}-*.json"):
+        if old != path and old.stem.rsplit("-", 1)[0] == experiment.name:
+            earlier = _read_artefact(old)
+            if earlier is None or (earlier.get("scale") == scale.as_dict()
+                                   and earlier.get("config") == _plain_config(experiment)):
+                old.unlink()
+    return saved
 
 
 def seeds_for(scale: Scale) -> tuple[int, ...]:
@@ -253,8 +303,8 @@ def run(experiment: Experiment, scale: Scale) -> Result:
     """Run ``experiment`` for every seed of ``scale`` (or read the cache), and decide its prediction."""
     folder = cache_dir()
     path = folder / f"{experiment.name}-{cache_key(experiment, scale)}.json" if folder else None
-    if path is not None and path.exists():
-        saved = json.loads(path.read_text(encoding="utf-8"))
+    saved = _read_artefact(path) if path is not None and path.exists() and not rerun_requested() else None
+    if saved is not None:
         per_seed, wall, cached = saved["per_seed"], saved["wall_s"], True
     else:
         threads, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
@@ -269,16 +319,15 @@ def run(experiment: Experiment, scale: Scale) -> Result:
             torch.use_deterministic_algorithms(det)
         wall, cached = time.perf_counter() - start, False
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"name": experiment.name, "scale": scale.as_dict(),
-                                       "per_seed": per_seed, "wall_s": wall}), encoding="utf-8")
-            tmp.replace(path)
+            saved = _store_artefact(path, experiment, scale, per_seed, wall)
+    artefact = None if path is None else {
+        "path": path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path), "reused": cached,
+        "created": (saved or {}).get("created"), "commit": (saved or {}).get("commit")}
     effect = experiment.effect(per_seed)
     low, high = bootstrap_interval(experiment, per_seed)
     return Result(experiment.name, experiment.claim_id, experiment.prediction, scale, seeds_for(scale),
                   tuple(per_seed), float(effect), low, high, experiment.prediction.confirmed_by(low, high),
-                  wall, cached)
+                  wall, cached, artefact)
 
 
 def _jsonable(value: Any) -> Any:
