@@ -24,6 +24,7 @@ from typing import Any, Callable
 from claimcheck import findings as findings_mod
 from claimcheck import mathml, plots
 from claimcheck.asv_results import BenchmarkRun, format_row
+from claimcheck.runrecord import headline, partial_note
 
 ASSETS = Path(__file__).with_name("assets")
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -75,11 +76,7 @@ def render(report: dict[str, Any], progress: Callable[[str], None] | None = None
 
 def _header(report: dict) -> str:
     run = report.get("run")
-    if run:
-        how = (f"Evidence run with Hypothesis profile <b>{_e(run.get('profile'))}</b> "
-               f"in {_e(run.get('seconds'))} s")
-    else:
-        how = "<b>No evidence results were available</b>: decided claims show as untested"
+    how = _e(headline(run)) if run else "<b>No evidence results were available</b>: decided claims show as untested"
     asv = report["asv"]
     bench = (f"; benchmark results from {asv['runs']} asv record(s) on {', '.join(map(_e, asv['machines']))}"
              if asv["runs"] else "; no asv benchmark results")
@@ -114,18 +111,13 @@ def _run_record(run: dict | None) -> str:
              f"profile {_e(run.get('profile'))}" + (f", seed {_e(run.get('seed'))}" if run.get("seed") is not None else ""),
              f"Python {_e(run.get('python'))}, " + ", ".join(f"{_e(k)} {_e(v)}" for k, v in pk.items() if v),
              f"{_e(dev.get('type'))}{' ' + _e(dev['gpu']) if dev.get('gpu') else ''} on {_e(run.get('cpu'))}"]
-    text = '<p class="run-record" id="run-record">Run ' + _e(run.get("id")) + ": " + "; ".join(facts) + ".</p>\n"
-    if run.get("complete") and not run.get("mixed") and len(run.get("runs") or []) > 1:
-        text += (f'<p class="run-record">Composed of {len(run["runs"])} runs of this commit and profile ('
-                 + ", ".join(_e(r.get("id")) for r in run["runs"]) + "): together they reach every piece of evidence.</p>\n")
-    elif run.get("complete") is False or run.get("mixed"):
-        base = run.get("base") or {}
-        text += ('<div class="banner partial" id="partial-run"><b>PARTIAL RUN.</b> This run reached only part of the '
-                 f'evidence ({_e(run.get("not_run"))} evidence test(s) reached by no run); claims it did not reach show '
-                 + (f'the rows of run {_e(base.get("id"))} (commit <code>{_e((base.get("commit") or "?")[:12])}</code>, '
-                    f'{_e(base.get("started"))})' if base.get("id") else "no result (no earlier run to keep)")
-                 + ("; the rows come from runs of different commits, profiles or trees" if run.get("mixed") else "")
-                 + ".</div>\n")
+    text = '<p class="run-record" id="run-record">Latest run ' + _e(run.get("id")) + ": " + "; ".join(facts) + ".</p>\n"
+    note = partial_note(run)
+    if note:
+        text += f'<div class="banner partial" id="partial-run"><b>PARTIAL.</b> {_e(note.removeprefix("PARTIAL: "))}.</div>\n'
+    elif len(run.get("runs") or []) > 1:
+        text += (f'<p class="run-record">Composed of {len(run["runs"])} runs of this commit and profile: together '
+                 "they reach every piece of evidence.</p>\n")
     return text
 
 
@@ -687,10 +679,21 @@ def _experiment(e: dict) -> str:
                    f'<td class="num">[{_e(_num_text(r.get("ci_low")))}, {_e(_num_text(r.get("ci_high")))}]</td>'
                    f'<td>{_e(r.get("outcome"))}</td></tr>' for t, r in rows)
     return (head + f'<p class="outcome"><b>{_e(m.get("outcome"))}</b>: {_e(e.get("text"))}</p>'
+            + _artefact(m.get("artefact"), m.get("wall_s")) +
             f'<table class="experiment-seeds"><thead><tr><th>seed</th><th>{_e(e["metric"])}</th></tr></thead>'
             f"<tbody>{seeds}</tbody></table>"
             '<table class="experiment-runs"><thead><tr><th>run</th><th>scale</th><th>effect</th>'
             f'<th>95% interval</th><th>outcome</th></tr></thead><tbody>{runs}</tbody></table></div>\n')
+
+
+def _artefact(a: dict | None, wall_s: Any) -> str:
+    """Whether an experiment's per-seed results were reused from their stored artefact, and from when."""
+    if not a:
+        return "<p class=\"artefact\">Run now, not stored.</p>"
+    made = f'made {_e(a.get("created"))} at commit <code>{_e((a.get("commit") or "?")[:10])}</code>'
+    if a.get("reused"):
+        return f'<p class="artefact">Reused from the artefact <code>{_e(a["path"])}</code> ({made}).</p>'
+    return f'<p class="artefact">Run now ({_e(_num_text(wall_s))} s) and stored as <code>{_e(a["path"])}</code> ({made}).</p>'
 
 
 def _num_text(x) -> str:

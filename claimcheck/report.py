@@ -25,6 +25,7 @@ from claimcheck import backends_status
 from claimcheck import findings as findings_mod
 from claimcheck.asv_results import AsvResults, format_row
 from claimcheck.records import CannotCompare, compare
+from claimcheck.runrecord import headline, partial_note
 from claimcheck.references import Reference
 from claimcheck.registry import DECIDED, GRADES, VERDICTS, Claim, Registry
 from claimcheck.sources import Sources
@@ -329,20 +330,14 @@ def _count(claims: list[dict], key: str, order: tuple[str, ...]) -> dict[str, in
 def render_markdown(report: dict[str, Any]) -> str:
     out = ["# Claim-status report", ""]
     run = report.get("run")
-    if run:
-        out.append(f"Evidence run: Hypothesis profile `{run.get('profile')}`, {run.get('seconds')} s. "
-                   f"Generated {report['generated']}.")
-        if "commit" in run:
-            pk = ", ".join(f"{k} {v}" for k, v in (run.get("packages") or {}).items() if v)
-            out.append(f"Run `{run.get('id')}` at commit `{(run.get('commit') or '?')[:12]}`"
-                       f"{' (dirty tree)' if run.get('dirty') else ''}, started {run.get('started')}; Python "
-                       f"{run.get('python')}, {pk}; {(run.get('device') or {}).get('type')} on {run.get('cpu')}.")
-        if run.get("complete") is False or run.get("mixed"):
-            out += ["", f"**PARTIAL RUN:** {run.get('not_run')} evidence test(s) reached by no run; the claims this run "
-                    f"did not reach show the rows of run `{(run.get('base') or {}).get('id')}`"
-                    + (" (rows of different commits, profiles or trees)." if run.get("mixed") else ".")]
-    else:
-        out.append("No evidence results were available: decided claims show as `untested`.")
+    out.append(f"{headline(run)}. Generated {report['generated']}.")
+    if run and "commit" in run:
+        pk = ", ".join(f"{k} {v}" for k, v in (run.get("packages") or {}).items() if v)
+        out.append(f"Latest run `{run.get('id')}` at commit `{(run.get('commit') or '?')[:12]}`"
+                   f"{' (dirty tree)' if run.get('dirty') else ''}, started {run.get('started')}; Python "
+                   f"{run.get('python')}, {pk}; {(run.get('device') or {}).get('type')} on {run.get('cpu')}.")
+    if run and partial_note(run):
+        out += ["", f"**{partial_note(run)}.**"]
     out.append("")
     partial = report["partial"]
     if partial["not_run"]:

@@ -155,12 +155,16 @@ def test_the_run_record_is_shown_and_a_partial_run_said_loudly():
     run = {"id": "abc", "commit": "0123456789abcdef", "dirty": True, "started": "2026-12-01T10:00:00+00:00",
            "seconds": 12.5, "profile": "ci", "python": "3.11.7", "packages": {"torch": "2.13.0"},
            "device": {"type": "cpu", "gpu": None}, "cpu": "AMD EPYC", "complete": False, "not_run": 3,
-           "base": {"id": "def", "commit": "fedcba9876543210", "started": "2026-12-01T09:00:00+00:00"}}
+           "base": {"id": "def", "commit": "fedcba9876543210", "started": "2026-12-01T09:00:00+00:00"},
+           "runs": [{"id": "def", "profile": "ci", "commit": "fedcba9876543210", "rows": 8, "seconds": 30},
+                    {"id": "abc", "profile": "ci", "commit": "0123456789abcdef", "rows": 2, "seconds": 12.5}]}
     text = _run_record(run)
     assert "0123456789ab" in text and "(dirty tree)" in text and "torch 2.13.0" in text and "AMD EPYC" in text
-    assert "PARTIAL RUN" in text and "def" in text
-    assert "PARTIAL RUN" not in _run_record({**run, "complete": True, "mixed": False, "runs": [{"id": "a"}, {"id": "b"}]})
-    assert "PARTIAL RUN" in _run_record({**run, "complete": True, "mixed": True})
+    assert "PARTIAL" in text and "3 evidence test(s) reached by no run" in text
+    assert "def (8 rows" in text and "abc (2 rows" in text  # the runs the rows come from, with their rows
+    assert "PARTIAL" not in _run_record({**run, "complete": True, "mixed": False, "not_run": 0})
+    mixed = _run_record({**run, "complete": True, "mixed": True, "not_run": 0})
+    assert "PARTIAL" in mixed and "reached by no run" not in mixed  # nothing is missing: only the runs differ
 
 
 # --- findings: how far off, by kind, and the banner of a run that did not check out ----------
