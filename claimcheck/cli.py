@@ -38,6 +38,7 @@ from claimcheck.registry import SCHEMA as REGISTRY_SCHEMA
 from claimcheck.registry import GRADES, VERDICTS, RegistryError, load_registry
 from claimcheck.sources import load_sources
 from claimcheck.status import STATUSES
+from claimcheck.terminal import GAP, Column, Parser, fit, table, terminal_width
 
 PROFILES = ("ci", "dev", "thorough")
 TOPICS = tuple(REGISTRY_SCHEMA["properties"]["topic"]["enum"])
@@ -205,11 +206,14 @@ def cmd_list(args: argparse.Namespace, root: Path) -> int:
         for c in picked:
             print(c["id"])
     else:
-        width = max((len(c["id"]) for c in picked), default=2)
-        for c in picked:
-            where = f"{c['document']}:{c['line']}"
-            print(f"{c['id']:<{width}}  {where:<20} {c['verdict']:<12} {c['grade'] or '-':<9} {c['status']:<12} "
-                  f"{_one_line(c['statement'], 80)}")
+        if picked:  # the statement where the terminal leaves room for it, ids cut last
+            print("\n".join(table([Column("claim", [c["id"] for c in picked], cut=ID_CUT),
+                                   Column("where", [_where(c) for c in picked]),
+                                   Column("verdict", [c["verdict"] for c in picked]),
+                                   Column("grade", [c["grade"] or "-" for c in picked]),
+                                   Column("status", [c["status"] for c in picked]),
+                                   Column("statement", [c["statement"] for c in picked], cut=TEXT_CUT,
+                                          optional=True)])))
         say(f"{len(picked)} of {len(data['claims'])} claims")
     return EXIT_OK
 
@@ -221,12 +225,31 @@ def cmd_findings(args: argparse.Namespace, root: Path) -> int:
     if args.format == "json":
         print(json.dumps(found, indent=1, ensure_ascii=False))
         return EXIT_OK
-    width = max((len(f["id"]) for f in found), default=2)
-    for f in found:
-        print(f"{f['rank']:>3}. {'FAILS ' if f['verdict'] == 'fails' else 'partly'} {f['kind'] or '-':<26} "
-              f"{f['id']:<{width}}  {_one_line(f['summary'], 100)}")
+    if found:
+        print("\n".join(f["id"] for f in found) if args.format == "ids" else "\n".join(_findings_table(found)))
     say(f"{len(found)} finding(s)")
     return EXIT_OK
+
+
+# the fewest columns a table's cells are cut to when the terminal is narrow
+TEXT_CUT, OFF_CUT, ID_CUT = 24, 12, 24
+
+
+def _findings_table(found: list[dict]) -> list[str]:
+    """A line per finding (rank, verdict, where, claim, how far off) under a header line, each followed
+    by what is wrong on a line of its own, indented under the verdict and cut to the terminal."""
+    lines = table([Column("#", [str(f["rank"]) for f in found], right=True),
+                   Column("verdict", [f["verdict"] for f in found]),
+                   Column("where", [_where(f) for f in found]),
+                   Column("claim", [f["id"] for f in found], cut=ID_CUT),
+                   Column("off", [f.get("off") or "" for f in found], cut=OFF_CUT)])
+    indent = " " * (max(len(str(f["rank"])) for f in found) + len(GAP))
+    summaries = [indent + fit(f["summary"], terminal_width() - len(indent)) for f in found]
+    return [lines[0], *(line for pair in zip(lines[1:], summaries) for line in pair)]
+
+
+def _where(row: dict) -> str:
+    return f"{row['document']}:{row['line']}"
 
 
 def cmd_show(args: argparse.Namespace, root: Path) -> int:
@@ -489,10 +512,31 @@ def _print_case(result, spec: str, backend) -> None:
 # ---------------------------------------------------------------------------------------------
 # parser
 
+KERNEL_HELP = """\
+Run the backend matrix of properties/test_backends.py on FUNCTION, with the contract
+fn(q, k, v, scale=None, mask=None) -> out of impl.attention.attention (q (B, H_q, n_q, d_k),
+k (B, H_kv, n_k, d_k), v (B, H_kv, n_k, d_v), mask an impl.attention.Mask): every declared dtype x
+mask kind, each with fixed problems (4 and 8 query heads over 2 key/value heads, odd lengths,
+n_q < n_k and n_q > n_k, scores up to 110) and drawn ones, under the error-ratio rule (error <= 2 x the
+naive same-precision error + floor; 3 x for gradients), then fully masked rows.
+
+Capabilities come from the options, else from fn.claims_capabilities (a dict: devices, dtypes, masks,
+gqa, backward, head_dims, equal_head_dims, fully_masked, head_dim_multiple, declines), else the
+defaults. Problems the kernel's own library declines (declines(q, k, v, mask, backward) -> reason;
+SDPA's CUDA kernels: torch's eligibility checks) are listed, not checked; a case it declines whole is
+a skip.
+
+Exit 1 when a case fails."""
+
+KERNEL_EXAMPLE = """\
+example:
+  claims kernel mypkg.attn:my_attention --device cuda --dtype bfloat16 --causal bottom-right \\
+      --no-key-padding --no-bias --backward --head-dims 64-128"""
+
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="claims", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="claims", description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n")[-1])
     parser.add_argument("--root", help="project folder (default: found from the current directory)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{check,report,findings,list,show,kernel}")
 
@@ -524,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verdict", "-v", action="append", choices=("fails", "partly"), help="only this verdict")
     p.add_argument("--kind", action="append", metavar="KIND", help="only this kind of finding (repeat)")
     p.add_argument("--results", help="results file (default: <root>/results/claims-results.json)")
-    p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+    p.add_argument("--format", choices=("table", "ids", "json"), default="table", help="output format (default: table)")
     p.set_defaults(func=cmd_findings)
 
     p = sub.add_parser("list", help="list claims, filtered", description="List claims with their verdict and "
@@ -533,9 +577,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--document", "-d", action="append", help="document key (foundations, linear-algebra, ...)")
     p.add_argument("--topic", "-t", action="append", choices=TOPICS, metavar="TOPIC", help="topic: " + ", ".join(TOPICS))
     p.add_argument("--kind", "-k", action="append", choices=KINDS, metavar="KIND", help="kind: " + ", ".join(KINDS))
-    p.add_argument("--verdict", "-v", action="append", choices=VERDICTS, help="recorded verdict")
-    p.add_argument("--status", "-s", action="append", choices=STATUSES, help="observed status")
-    p.add_argument("--grade", "-g", action="append", choices=GRADES, help="evidence grade of a decided verdict")
+    p.add_argument("--verdict", "-v", action="append", choices=VERDICTS, metavar="VERDICT",
+                   help="recorded verdict: " + ", ".join(VERDICTS))
+    p.add_argument("--status", "-s", action="append", choices=STATUSES, metavar="STATUS",
+                   help="observed status: " + ", ".join(STATUSES))
+    p.add_argument("--grade", "-g", action="append", choices=GRADES, metavar="GRADE",
+                   help="evidence grade of a decided verdict: " + ", ".join(GRADES))
     p.add_argument("--results", help="results file (default: <root>/results/claims-results.json)")
     p.add_argument("--format", choices=("table", "ids", "json"), default="table", help="output format (default: table)")
     p.set_defaults(func=cmd_list)
@@ -551,22 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("kernel", help="check an attention function against the float64 reference",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Run the backend matrix of properties/test_backends.py on FUNCTION, with the "
-                                   "contract fn(q, k, v, scale=None, mask=None) -> out of impl.attention.attention "
-                                   "(q (B, H_q, n_q, d_k), k (B, H_kv, n_k, d_k), v (B, H_kv, n_k, d_v), mask an "
-                                   "impl.attention.Mask): every declared dtype x mask kind, each with fixed problems "
-                                   "(4 and 8 query heads over 2 key/value heads, odd lengths, n_q < n_k and n_q > "
-                                   "n_k, scores up to 110) and drawn ones, under the error-ratio rule (error <= 2 x "
-                                   "the naive same-precision error + floor; 3 x for gradients), then fully masked "
-                                   "rows. Capabilities come from the options, else from fn.claims_capabilities "
-                                   "(a dict: devices, dtypes, masks, gqa, backward, head_dims, equal_head_dims, "
-                                   "fully_masked, head_dim_multiple, declines), else the defaults. Problems the "
-                                   "kernel's own library declines (declines(q, k, v, mask, backward) -> reason; "
-                                   "SDPA's CUDA kernels: torch's eligibility checks) are listed, not checked; a "
-                                   "case it declines whole is a skip. Exit 1 when a case fails.",
-                       epilog="example: claims kernel mypkg.attn:my_attention --device cuda --dtype bfloat16 "
-                              "--causal bottom-right --no-key-padding --no-bias --backward --head-dims 64-128")
+                       description=KERNEL_HELP, epilog=KERNEL_EXAMPLE)
     p.add_argument("function", metavar="FUNCTION", help="module:function, or a backend of impl/backends.py (triton)")
     p.add_argument("--device", choices=("cpu", "cuda"), help="device (default: the first declared, else cpu)")
     p.add_argument("--dtype", action="append", choices=("float32", "float16", "bfloat16", "float64"),

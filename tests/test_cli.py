@@ -55,7 +55,9 @@ def test_list_filters_by_verdict_status_document_topic_and_kind(tiny_project, ca
     _, out, _ = run(tiny_project, "list", "-d", "spectral", "-k", "inequality", "--format", "ids", capsys=capsys)
     assert out.split() == ["spectral.eigenvalues-positive", "spectral.gap-bound"]
     _, out, _ = run(tiny_project, "list", "--topic", "complexity", capsys=capsys)
-    assert out.startswith("complexity.quadratic-time") and "verified" in out
+    header, row = out.splitlines()
+    assert header.split() == ["claim", "where", "verdict", "grade", "status", "statement"]
+    assert row.startswith("complexity.quadratic-time  foundations:67") and "verified" in row
 
 
 def test_list_as_json(tiny_project, capsys):
