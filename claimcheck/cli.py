@@ -11,10 +11,11 @@ Subcommands:
   kernel FN      run the backend matrix on an attention function (module:function) or a
                  registry backend, and print a verdict per case
 
-Exit codes: 0 success; 1 claims failed (the evidence disagrees with a recorded verdict or
-crashed, ``check`` found problems in the registry, or a ``kernel`` case failed);
-2 usage or input error (bad arguments, an unreadable registry or results file, an unknown
-claim id, a function that cannot be imported).
+Exit codes, one rule for every subcommand: 0 success (for the queries list, show and findings:
+they answered, whatever the claims' status); 1 the claims or the kernel failed (a mismatch or an
+error in the evidence, problems ``check`` found in the registry, a ``kernel`` case that failed);
+2 usage or input error (bad arguments, a file that cannot be read or parsed at all, an unknown
+claim id or document, a function that cannot be imported).
 """
 from __future__ import annotations
 
