@@ -55,8 +55,8 @@ def test_list_filters_by_verdict_status_document_topic_and_kind(tiny_project, ca
     _, out, _ = run(tiny_project, "list", "-d", "spectral", "-k", "inequality", "--format", "ids", capsys=capsys)
     assert out.split() == ["spectral.eigenvalues-positive", "spectral.gap-bound"]
     _, out, _ = run(tiny_project, "list", "--topic", "complexity", capsys=capsys)
-    header, row = out.splitlines()
-    assert header.split() == ["claim", "where", "verdict", "grade", "status", "statement"]
+    header, row = out.splitlines()  # the statement is shown where the terminal leaves room for it
+    assert header.split()[:5] == ["claim", "where", "verdict", "grade", "status"]
     assert row.startswith("complexity.quadratic-time  foundations:67") and "verified" in row
 
 
