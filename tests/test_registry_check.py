@@ -212,3 +212,24 @@ def test_a_refuted_verdict_needs_a_finding(project):
     project.registry(fails.replace("  grade: proved\n", "  grade: proved\n  finding: {kind: wording, summary: a loose "
                                    "word for an exact statement}\n"))
     assert not [p for p in _problems(project) if "finding" in p]
+
+
+@pytest.mark.parametrize("registry", [
+    GOOD_CLAIM + "  colour: blue\n",  # a schema problem, on the field's line
+    GOOD_CLAIM.replace("verdict: holds", "verdict: maybe"),  # a bad value, on its line
+    GOOD_CLAIM + "- id: broken\n  quote: 'unterminated\n  line: [1\n",  # invalid YAML: where it was left open
+], ids=["unknown-field", "bad-value", "invalid-yaml"])
+def test_libyaml_and_the_python_parser_name_the_same_lines(project, registry, monkeypatch):
+    import yaml
+
+    from claimcheck import registry as registry_mod
+
+    project.registry(registry)
+    project.test_file("test_a.py", GOOD_TEST)
+    lines = {}
+    for loader in ("SafeLoader", "CSafeLoader"):
+        if not hasattr(yaml, loader):
+            pytest.skip("PyYAML without libyaml")
+        monkeypatch.setattr(registry_mod, "_COMPOSER", getattr(yaml, loader))
+        lines[loader] = [(p.file, p.line, p.claim) for p in check(project.root)]
+    assert lines["SafeLoader"] == lines["CSafeLoader"] and lines["SafeLoader"]
