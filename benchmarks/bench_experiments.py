@@ -6,7 +6,7 @@ module; the ``control`` scale of the negative controls is left out) and the expe
 is the effect (the mean of the prediction's metric over seeds), ``track_confirmed`` 1 when the whole
 95% bootstrap interval lies on the predicted side of the threshold, else 0. ``setup`` runs the
 experiment through :func:`experiments.harness.run`, so a scale already run (by the tests or an earlier
-benchmark) is read from ``results/experiments/``.
+benchmark) is read from its artefact in ``experiments/artefacts/`` (a larger scale run here is stored there too).
 
 Scales beyond ``ci`` are long (minutes to hours on CPU): they run only when named in
 ``CLAIMS_BENCH_SCALES`` (comma-separated, e.g. ``small,medium``), and are skipped otherwise, so that

@@ -31,12 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from claimcheck import report as report_mod
+from claimcheck import results as results_file
 from claimcheck.asv_results import format_row, load_asv_results
 from claimcheck.collect import EVIDENCE_FOLDERS
 from claimcheck.check import audit
 from claimcheck.references import default_path, load_references
 from claimcheck.registry import SCHEMA as REGISTRY_SCHEMA
 from claimcheck.registry import GRADES, VERDICTS, RegistryError, load_registry
+from claimcheck.runrecord import partial_note
 from claimcheck.sources import load_sources
 from claimcheck.status import STATUSES
 from claimcheck.terminal import GAP, Column, Parser, fit, table, terminal_width
@@ -45,6 +47,7 @@ PROFILES = ("ci", "dev", "thorough")
 TOPICS = tuple(REGISTRY_SCHEMA["properties"]["topic"]["enum"])
 KINDS = tuple(REGISTRY_SCHEMA["properties"]["kind"]["enum"])
 EXIT_OK, EXIT_CLAIMS_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # Ctrl-C: the shell's 128 + SIGINT; the report of what ran is written all the same
 
 
 class InputError(Exception):
@@ -114,9 +117,11 @@ def cmd_report(args: argparse.Namespace, root: Path) -> int:
     counts = {k: v for k, v in data["counts"]["status"].items() if v}
     print(f"report written to {out}/: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     partial = data["partial"]
-    if partial["not_run"]:
-        say(f"partial results: {len(partial['not_run'])} piece(s) of evidence did not run "
-            f"({len(partial['claims_affected'])} claims); listed in the report")
+    if partial_note(data["run"] or {}):
+        say(f"{partial_note(data['run'])} ({len(partial['claims_affected'])} claims affected; listed in the report)")
+    elif partial["not_run"]:
+        say(f"PARTIAL: {len(partial['not_run'])} evidence test(s) did not run "
+            f"({len(partial['claims_affected'])} claims affected); listed in the report")
     if counts.get("mismatch") or counts.get("error"):
         for c in data["claims"]:
             if c["status"] in ("mismatch", "error"):
@@ -126,32 +131,82 @@ def cmd_report(args: argparse.Namespace, root: Path) -> int:
 
 
 def _run_evidence(args: argparse.Namespace, root: Path, results_path: Path) -> tuple[int, bool]:
-    """Run the property suite with the plugin writing ``results_path`` (pytest prints progress).
+    """Run the evidence with the plugin writing ``results_path``: pytest's own output goes to
+    ``last-run.log`` beside it, the terminal gets a progress line (phase, counts, time left), then the
+    run's summary. Ctrl-C stops the run, which still writes what it has (marked interrupted).
 
     Returns the exit code it implies and whether the run wrote fresh results.
     """
     env = dict(os.environ)
     if args.profile:
         env["CLAIMS_PROFILE"] = args.profile
+    if args.experiments:
+        env["CLAIMS_EXPERIMENTS"] = "rerun"  # run every experiment again, replacing its stored artefact
     folders = [f"{f}/" for f in EVIDENCE_FOLDERS if (root / f).is_dir()]  # properties/, then experiments/
-    cmd = [sys.executable, "-m", "pytest", *folders, "--claims-results", str(results_path)]
+    cmd = [sys.executable, "-m", "pytest", *folders, "--claims-results", str(results_path), "--claims-progress",
+           "-rfE", "--color=no"]
     if not _plugin_installed():
         cmd += ["-p", "claimcheck.plugin"]  # running from a checkout that is not pip-installed
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     if args.workers != "0":
         cmd += ["-n", args.workers, "--dist", "loadgroup"]  # one worker per experiments/ file (its xdist group)
     profile = args.profile or env.get("CLAIMS_PROFILE") or ("ci" if env.get("CI") else "dev")
-    say(f"running the evidence (profile {profile}): {' '.join(cmd)}")
+    log = results_path.parent / "last-run.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    say(f"running the evidence (profile {profile}{', experiments run again' if args.experiments else ''}); "
+        f"pytest's output: {log}")
     before = results_path.stat().st_mtime_ns if results_path.exists() else None
-    proc = subprocess.run(cmd, cwd=root, env=env)
+    with open(log, "w", encoding="utf-8") as out:
+        out.write(" ".join(cmd) + "\n")
+        out.flush()
+        terminal = os.dup(sys.stderr.fileno())  # the progress line's way out, past the log
+        env["CLAIMS_PROGRESS_FD"] = str(terminal)
+        try:
+            proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, pass_fds=(terminal,))
+        finally:
+            os.close(terminal)
+        try:
+            returncode = proc.wait()
+        except KeyboardInterrupt:  # the run got the same SIGINT: let it write what it has
+            say("interrupted: waiting for the evidence run to write its results (Ctrl-C again to kill it)")
+            try:
+                returncode = proc.wait()
+            except KeyboardInterrupt:
+                proc.kill()
+                returncode = proc.wait()
+    for line in _run_summary(log.read_text(encoding="utf-8", errors="replace")):
+        print(line)
     after = results_path.stat().st_mtime_ns if results_path.exists() else None
     if after is None or after == before:
         # no fresh results: never report older ones as if they came from this run
-        say(f"the evidence run wrote no results (pytest exit {proc.returncode})")
-        return (EXIT_OK if proc.returncode == 5 else EXIT_CLAIMS_FAILED), False
-    if proc.returncode not in (0, 1):
-        say(f"the evidence run did not complete (pytest exit {proc.returncode}); the report shows what ran")
-    return (EXIT_OK if proc.returncode == 0 else EXIT_CLAIMS_FAILED), True
+        say(f"the evidence run wrote no results (pytest exit {returncode}); see {log}")
+        return (EXIT_OK if returncode == 5 else EXIT_CLAIMS_FAILED), False
+    if returncode == 2:
+        say("the evidence run was interrupted; the report shows what ran, marked interrupted")
+        return EXIT_INTERRUPTED, True
+    if returncode not in (0, 1):
+        say(f"the evidence run did not complete (pytest exit {returncode}); the report shows what ran; see {log}")
+    return (EXIT_OK if returncode == 0 else EXIT_CLAIMS_FAILED), True
+
+
+RUN_SUMMARY_LINES = 30  # failing tests listed from the log; the rest are in the log
+
+
+def _run_summary(log: str) -> list[str]:
+    """What the terminal shows of pytest's log: the failing tests, the claims section and pytest's last line."""
+    lines = log.rstrip().splitlines()
+    failing = [l for l in lines if l.startswith(("FAILED ", "ERROR "))]
+    shown = failing[:RUN_SUMMARY_LINES] + ([f"... and {len(failing) - RUN_SUMMARY_LINES} more"]
+                                           if len(failing) > RUN_SUMMARY_LINES else [])
+    claims = []
+    for i, line in enumerate(lines):
+        if line.strip("= ") == "claims" and line.startswith("="):
+            for later in lines[i + 1:]:
+                if later.startswith("="):
+                    break
+                claims.append(later)
+            break
+    return shown + claims + lines[-1:]
 
 
 def _plugin_installed() -> bool:
@@ -165,16 +220,13 @@ def _results_path(args: argparse.Namespace, root: Path) -> Path:
 
 
 def _read_results(path: Path, required: bool) -> dict | None:
-    if not path.exists():
-        if required:
-            raise InputError(f"no results file at {path}")
-        return None
+    """The saved results, validated (claimcheck/results.py); an unusable file is an input error naming its rows."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read the results file {path}: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
-        raise InputError(f"{path} is not a claims results file (no 'claims' list)")
+        data = results_file.read(path)
+    except results_file.UnreadableResults as exc:
+        raise InputError(f"cannot use the results file {exc}") from exc
+    if data is None and required:
+        raise InputError(f"no results file at {path}")
     return data
 
 
@@ -554,6 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=PROFILES, help="Hypothesis profile for the evidence run "
                    "(ci: 50 derandomized examples, dev: 100, thorough: 1000; default: ci when CI is set, else dev)")
     p.add_argument("--from-results", action="store_true", help="do not run the evidence; read saved results")
+    p.add_argument("--experiments", action="store_true", help="run every experiment again, replacing its stored "
+                   "artefact in experiments/artefacts/ (default: reuse an artefact whose code and configuration match)")
     p.add_argument("--results", help="results file (default: <root>/results/claims-results.json)")
     p.add_argument("--out", help="output folder (default: <root>/report)")
     p.add_argument("--workers", default="auto", help="pytest-xdist workers, or 0 for none (default: auto)")

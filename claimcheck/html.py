@@ -24,6 +24,7 @@ from typing import Any, Callable
 from claimcheck import findings as findings_mod
 from claimcheck import mathml, plots
 from claimcheck.asv_results import BenchmarkRun, format_row
+from claimcheck.report import experiments_sentence
 from claimcheck.runrecord import headline, partial_note
 
 ASSETS = Path(__file__).with_name("assets")
@@ -80,7 +81,8 @@ def _header(report: dict) -> str:
     asv = report["asv"]
     bench = (f"; benchmark results from {asv['runs']} asv record(s) on {', '.join(map(_e, asv['machines']))}"
              if asv["runs"] else "; no asv benchmark results")
-    out = [f'<header>\n<h1>Claim-status report</h1>\n<p class="run">{how}{bench}. Generated {_e(report["generated"])}.</p>\n',
+    reuse = _e(experiments_sentence(report.get("experiments")))
+    out = [f'<header>\n<h1>Claim-status report</h1>\n<p class="run">{how}{bench}. Generated {_e(report["generated"])}.{reuse}</p>\n',
            _run_record(run),
            '<nav><a href="#findings">Findings</a> <a href="#summary">Summary</a> <a href="#claims">Claims</a> <a href="#graph">Graph</a> <a href="#backends">Backends</a> <a href="#coverage">Coverage</a></nav>\n']
     partial = report["partial"]

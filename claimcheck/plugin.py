@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from claimcheck import evidence
 from claimcheck import results as results_file
 from claimcheck.progress import Progress
 from claimcheck.registry import RegistryError, load_registry, selected
-from claimcheck.runrecord import merge_partial, partial_note, run_record, run_summaries
+from claimcheck.runrecord import git_state, merge_partial, partial_note, run_record, run_summaries
 from claimcheck.status import Outcome, atomic_write, build_results, evidence_index, observe_all, summary_counts
 
 _PREFIX = "claimcheck."
@@ -215,6 +217,7 @@ class _Aggregator:
         self.set_aside: tuple | None = None  # (the error, where the unusable results file was moved)
         self.progress: Progress | None = None
         self.checkpointed = time.time()
+        self.git = git_state(Path(str(config.rootpath)))  # the commit this run starts from, for every write
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected.update(item.nodeid for item in session.items)
@@ -229,7 +232,7 @@ class _Aggregator:
         if not self.config.getoption("claims_progress") or not self.collected:
             return
         if self.progress is None or self.progress.expected.keys() != self.collected:
-            self.progress = Progress(set(self.collected), _previous_seconds(self._results_path()))
+            self.progress = Progress(set(self.collected), _previous_seconds(self._results_path()), _progress_stream())
 
     def _whole_files_collected(self) -> set[str] | None:
         """The collected node ids when whole files were collected (no -k, -m, --deselect or node ids), else None."""
@@ -279,7 +282,7 @@ class _Aggregator:
         meta = run_record(root, self.started, time.time() - self.started, _profile_name(),
                           self.config.getoption("hypothesis_seed", None),
                           getattr(self.config.option, "numprocesses", None) or 0,
-                          [str(a) for a in self.config.args])
+                          [str(a) for a in self.config.args], self.git)
         meta["interrupted"] = interrupted
         results = build_results(registry, observed, outcomes, meta)
         missing = _evidence_not_run(registry, self.outcomes)
@@ -338,6 +341,18 @@ class _Aggregator:
         note = partial_note(self.results["meta"])
         if note:
             tr.write_line(note, yellow=True, bold=True)
+
+
+def _progress_stream():
+    """Where the progress line goes: the descriptor ``claims report`` passes (``CLAIMS_PROGRESS_FD``, its own
+    stderr, while pytest's output goes to the log), else this process's stderr."""
+    fd = os.environ.get("CLAIMS_PROGRESS_FD")
+    if fd and fd.isdigit():
+        try:
+            return os.fdopen(int(fd), "w", closefd=False)
+        except OSError:
+            pass
+    return sys.stderr
 
 
 def _previous_seconds(path: Path) -> dict[str, float]:

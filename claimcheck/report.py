@@ -137,12 +137,23 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
         "findings": findings_mod.findings(claims),
         "coverage": _coverage(sources, claims),
         "references": [_reference(r, claims) for r in references.values()],
+        "experiments": experiments_reuse(claims),
         "backends": backends_status.summary(list(tests.values()), registry.path.parent / "results") if backends else None,
         "claims": claims,
     }
 
 
 EXPERIMENT_FIGURE = "experiment"  # the figure experiments.harness.record_result attaches
+
+
+def experiments_reuse(claims: list[dict]) -> dict[str, Any]:
+    """How many experiment results (registered ones and their controls) this report reuses from their stored
+    artefacts, how many were run now, and when the reused ones were made."""
+    runs = [r for c in claims if c["experiment"] for r in [c["experiment"]["measured"], *c["experiment"]["controls"]] if r]
+    reused = [r["artefact"] for r in runs if (r.get("artefact") or {}).get("reused")]
+    made = sorted(a["created"] for a in reused if a.get("created"))
+    return {"results": len(runs), "reused": len(reused), "run_now": len(runs) - len(reused),
+            "made": [made[0], made[-1]] if made else []}
 
 
 def experiment_summary(c: Claim, outcomes: list[dict]) -> dict[str, Any] | None:
@@ -176,6 +187,14 @@ def experiment_summary(c: Claim, outcomes: list[dict]) -> dict[str, Any] | None:
     return {"name": e.name, "prediction": " ".join(e.prediction.split()), "metric": e.metric,
             "comparison": e.comparison, "threshold": e.threshold, "scale": dict(e.scale),
             "measured": measured, "controls": controls, "text": text}
+
+
+def experiments_sentence(e: dict | None) -> str:
+    """`` 14 experiment results reused from their artefacts (made ... to ...), 0 run now.`` (empty: none ran)."""
+    if not e or not e["results"]:
+        return ""
+    made = f" (made {e['made'][0]}" + (f" to {e['made'][1]}" if e["made"][1] != e["made"][0] else "") + ")" if e["made"] else ""
+    return f" {e['reused']} experiment result(s) reused from their artefacts{made}, {e['run_now']} run now."
 
 
 def _num(x: Any) -> str:
@@ -330,7 +349,7 @@ def _count(claims: list[dict], key: str, order: tuple[str, ...]) -> dict[str, in
 def render_markdown(report: dict[str, Any]) -> str:
     out = ["# Claim-status report", ""]
     run = report.get("run")
-    out.append(f"{headline(run)}. Generated {report['generated']}.")
+    out.append(f"{headline(run)}. Generated {report['generated']}.{experiments_sentence(report.get('experiments'))}")
     if run and "commit" in run:
         pk = ", ".join(f"{k} {v}" for k, v in (run.get("packages") or {}).items() if v)
         out.append(f"Latest run `{run.get('id')}` at commit `{(run.get('commit') or '?')[:12]}`"

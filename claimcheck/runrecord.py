@@ -77,9 +77,10 @@ def _device() -> dict[str, Any]:
 
 
 def run_record(root: Path, started: float, seconds: float, profile: str | None, seed: Any, workers: int,
-               selection: list[str]) -> dict[str, Any]:
-    """The record of one evidence run (the results' ``meta``)."""
-    commit, dirty = git_state(root)
+               selection: list[str], git: tuple[str | None, bool | None] | None = None) -> dict[str, Any]:
+    """The record of one evidence run (the results' ``meta``); ``git``: the :func:`git_state` the run
+    started from (a commit made while it runs does not change which run it is)."""
+    commit, dirty = git or git_state(root)
     return {
         "id": hashlib.sha1(f"{started}-{commit}".encode()).hexdigest()[:12],
         "started": dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat(timespec="seconds"),

@@ -114,7 +114,7 @@ def test_unreadable_registry_exits_two(tiny_project, capsys):
 def test_unreadable_results_exit_two(tiny_project, capsys):
     tiny_project.results_path.write_text("{ not json")
     code, _, err = run(tiny_project, "show", "softmax.row-stochastic", capsys=capsys)
-    assert code == 2 and "cannot read the results file" in err
+    assert code == 2 and "cannot use the results file" in err and "not JSON" in err
 
 
 def test_report_from_saved_results_writes_the_folder(tiny_project, capsys):
@@ -124,7 +124,7 @@ def test_report_from_saved_results_writes_the_folder(tiny_project, capsys):
     assert sorted(p.name for p in folder.iterdir()) == ["claims.json", "claims.md", "index.html"]
     assert "report written to" in out and "3 verified" in out
     assert "asv results: 2 benchmark result(s) from 1 machine(s)" in err
-    assert "partial results: 1 piece(s) of evidence did not run" in err
+    assert "PARTIAL: 1 evidence test(s) did not run" in err
 
 
 def test_report_exits_one_when_evidence_disagrees_with_a_verdict(tiny_project, capsys):
@@ -164,7 +164,9 @@ def test_report_runs_the_evidence_with_the_chosen_profile(tiny_project, tmp_path
                           env={**__import__("os").environ, "PYTHONPATH": env_path})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "running the evidence (profile thorough)" in proc.stderr
-    assert "[100%]" in proc.stdout  # pytest's progress
+    assert "claims: properties 1/1" in proc.stderr, proc.stderr  # the progress line
+    log = (tiny_project.root / "results" / "last-run.log").read_text()
+    assert "[100%]" in log and "1 passed" in proc.stdout.splitlines()[-2]  # pytest's output, and its last line
     data = json.loads((tiny_project.root / "report" / "claims.json").read_text())
     claims = {c["id"]: c for c in data["claims"]}
     assert claims["softmax.row-stochastic"]["status"] == "verified"

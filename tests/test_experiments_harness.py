@@ -71,3 +71,35 @@ def test_the_registered_prediction_must_match_the_code():
     assert registered_mismatches(Toy(), SCALE, _claim()) == []
     assert registered_mismatches(Toy(), SCALE, _claim(threshold=0.5))
     assert registered_mismatches(Toy(), SCALE, None)
+
+
+def test_results_are_stored_as_artefacts_with_when_and_where_they_were_made(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAIMS_EXPERIMENT_CACHE", str(tmp_path))
+    first, again = harness.run(Toy(), SCALE), harness.run(Toy(), SCALE)
+    (path,) = tmp_path.glob("toy-*.json")
+    import json
+
+    saved = json.loads(path.read_text())
+    assert {"created", "commit", "torch", "key", "scale", "config", "per_seed", "wall_s"} <= set(saved)
+    assert saved["key"] == harness.cache_key(Toy(), SCALE)
+    assert first.artefact["reused"] is False and again.artefact["reused"] is True
+    assert again.artefact["created"] == saved["created"] and again.to_json()["artefact"] == again.artefact
+
+
+def test_a_rerun_on_request_runs_again_and_replaces_the_artefact(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAIMS_EXPERIMENT_CACHE", str(tmp_path))
+    harness.run(Toy(), SCALE)
+    monkeypatch.setenv("CLAIMS_EXPERIMENTS", "rerun")
+    assert harness.run(Toy(), SCALE).cached is False
+    assert len(list(tmp_path.glob("toy-*.json"))) == 1
+
+
+def test_changed_code_replaces_the_artefact_of_its_scale_and_keeps_other_scales(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAIMS_EXPERIMENT_CACHE", str(tmp_path))
+    other = Scale(layers=1, d_model=4, heads=1, steps=0, seeds=3, seq_len=2, batch=1, extra={"k": 1})
+    harness.run(Toy(), SCALE), harness.run(Toy(), other)
+    old = {p.name for p in tmp_path.glob("toy-*.json")}
+    monkeypatch.setattr(harness, "_source_digest", lambda experiment: "a changed line")
+    assert harness.run(Toy(), SCALE).cached is False  # a new key: run again
+    now = {p.name for p in tmp_path.glob("toy-*.json")}
+    assert len(now) == 2 and len(now & old) == 1  # the other scale's artefact stays, the stale one is gone
