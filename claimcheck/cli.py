@@ -15,7 +15,8 @@ Exit codes, one rule for every subcommand: 0 success (for the queries list, show
 they answered, whatever the claims' status); 1 the claims or the kernel failed (a mismatch or an
 error in the evidence, problems ``check`` found in the registry, a ``kernel`` case that failed);
 2 usage or input error (bad arguments, a file that cannot be read or parsed at all, an unknown
-claim id or document, a function that cannot be imported).
+claim id or document, a function that cannot be imported); 130 ``report`` stopped with Ctrl-C
+(the report of what ran is written all the same).
 """
 from __future__ import annotations
 

@@ -14,6 +14,9 @@ import time
 from typing import IO
 
 
+PHASE_ORDER = ("properties", "experiments")  # claims report runs them in this order
+
+
 class Progress:
     def __init__(self, nodeids: set[str], previous_seconds: dict[str, float], stream: IO[str] | None = None,
                  clock=time.monotonic):
@@ -25,8 +28,9 @@ class Progress:
         known = [s for n, s in previous_seconds.items() if n in nodeids]
         typical = statistics.median(known) if known else 1.0
         self.expected = {n: previous_seconds.get(n, typical) for n in nodeids}
-        self.phases: dict[str, list[int]] = {}  # phase -> [done, total]
-        for n in nodeids:
+        self.phases: dict[str, list[int]] = {}  # phase -> [done, total], in the order the run takes them
+        for n in sorted(nodeids, key=lambda n: (PHASE_ORDER.index(phase_of(n)) if phase_of(n) in PHASE_ORDER
+                                                else len(PHASE_ORDER), n)):
             self.phases.setdefault(phase_of(n), [0, 0])[1] += 1
         self.done: set[str] = set()
         self.last_drawn = -1e9

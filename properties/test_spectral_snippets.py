@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from claimcheck import claim_assert, record, refutes
 from impl.lowrank import truncated_svd
+from impl.softmax import stable_softmax
 from impl.spectral import (eigenvalue_gap, effective_rank, mass_rank, relative_singular_value_gap,
-                           singular_value_gap, singular_value_ratio, singular_values, stable_rank)
+                           eigenvalues, singular_value_gap, singular_value_ratio, singular_values, stable_rank)
 from properties.strategies.spectral import attention_matrices, fresh_code, gaussian, printed_code, real_matrices, seeds
 from properties.test_snippets_called import AS_PRINTED, mutant, mutant_code
 
@@ -197,8 +198,15 @@ def test_analyzer_spectral_gap_of_a_single_row_is_its_only_singular_value(mutati
 
 @pytest.mark.claim("spectral.snippet-analyzer-max-eigenvalue-always-one", "spectral.monitor-max-eigenvalue-warning-always-fires")
 @given(a=attention_matrices(1, 10))
+@example(a=stable_softmax(torch.zeros(8, 8, dtype=torch.float64).index_fill(1, torch.tensor([0]), 1.78)))
 def test_analyzer_max_eigenvalue_of_attention_is_always_one(a):
-    got = _analyzer_class()(None)._max_eigenvalue(a)
+    try:
+        got = _analyzer_class()(None)._max_eigenvalue(a)
+    except torch.linalg.LinAlgError as exc:
+        # torch's CPU eigvals (MKL's geev) fails to converge on some rank-one attention matrices, such as the
+        # sink matrix of the example; the printed statistic max |eig(A)| is then taken with numpy's geev
+        record("printed _max_eigenvalue raised (torch's CPU eigvals)", str(exc).split(":")[0])
+        got = eigenvalues(a).abs().max().item()
     claim_assert(abs(got - 1) <= EIG_TOL, "max |eigenvalue| of an attention matrix is not 1", a=a, got=got)
 
 
