@@ -1,7 +1,7 @@
 """QK-eigenspectrum concentration kappa(W_QK) and attention localisation (foundations.txt lines 757-1071).
 
 kappa(W) = lambda_1 / sum_i lambda_i (lines 779, 954) is computed here for a general square matrix from
-``torch.linalg.eigvals`` (``impl.spectral.spectral_concentration``). Attention on tokens X (n, d) with
+``impl.spectral.eig`` (``impl.spectral.spectral_concentration``). Attention on tokens X (n, d) with
 i.i.d. N(0, 1) rows is A = softmax(X W_QK X^T / sqrt(d)) (line 904). W_QK is built with a controlled
 spectrum: s u u^T (kappa = 1 at every scale s), s I (kappa = 1/d), antisymmetric (trace 0), nilpotent.
 The decisive fact: kappa(c W) = kappa(W) for c > 0, while the attention entropy depends on the scale.
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from claimcheck import claim_assert, control, premise, record, refutes
 from impl.critical_scaling import loglog_fit, row_entropy
 from impl.softmax import stable_softmax
-from impl.spectral import effective_rank, singular_values, spectral_concentration, spectral_norm
+from impl.spectral import effective_rank, eig, singular_values, spectral_concentration, spectral_norm
 from properties.strategies.spectral import gaussian, printed_code, real_matrices, seeds
 
 
@@ -250,7 +250,7 @@ def test_rank_one_w_qk_at_large_scale_sends_every_query_to_one_of_two_keys(seed,
 def test_spectral_reparametrisation_leaves_kappa_unchanged(wqk, gamma):
     w_q, w_k = wqk
     w = w_q @ w_k.T
-    lam1 = torch.linalg.eigvals(w).real.max().item()
+    lam1 = eig(w).real.max().item()
     assume(abs(w.trace().item()) > 1e-3 * spectral_norm(w).item() and lam1 > 1e-3 * spectral_norm(w).item())
     # sigmaReparam (Zhai et al. 2023) reparametrises each projection as gamma W / sigma_max(W): W_QK is only rescaled
     w_re = (gamma * w_q / spectral_norm(w_q)) @ (gamma * w_k / spectral_norm(w_k)).T
