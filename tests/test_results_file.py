@@ -2,11 +2,7 @@
 name the row, an interrupted run says so, mixed runs are named with their rows, and every surface gives one
 count of the evidence no run reached."""
 import json
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 
 import jsonschema
 import pytest
@@ -22,7 +18,7 @@ def _results(path):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _run(pytester, *args, env=None):
+def _run(pytester, *args):
     return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider", "-n", "0")
 
 
@@ -86,7 +82,7 @@ def test_the_fast_row_check_agrees_with_jsonschema(tmp_path):
         assert bool(results_file.problems(data)) == (not validator.is_valid(data)), data
 
 
-def test_mixed_profiles_are_named_with_their_rows_on_every_surface(mini, monkeypatch):
+def test_mixed_profiles_are_named_with_their_rows_on_every_surface(mini):
     _run(mini, "properties/")  # the whole evidence, profile t
     (mini.path / "properties" / "conftest.py").write_text(textwrap.dedent("""
         from hypothesis import settings
@@ -127,6 +123,7 @@ def test_not_run():
     pass
 
 def test_then_ctrl_c():
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a parent (an xdist worker) may have ignored SIGINT
     os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C in the middle of a run
     time.sleep(5)
 """
