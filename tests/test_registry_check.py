@@ -26,6 +26,15 @@ def test_a_sound_registry_has_no_problems(project):
     assert _problems(project) == []
 
 
+def test_a_registry_validated_before_is_validated_again_once_it_changes(project):
+    """The schema check is skipped only for the very text (and schema) that passed it before."""
+    project.registry(GOOD_CLAIM)
+    project.test_file("test_a.py", GOOD_TEST)
+    assert _problems(project) == [] and list((project.root / "results" / ".cache").glob("valid-claims.yaml-*"))
+    project.registry(GOOD_CLAIM.replace("verdict: holds", "verdict: maybe"))
+    assert _one(project, "claims.yaml:8:", "softmax.shift", "'maybe' is not one of")
+
+
 def test_invalid_yaml_names_the_file_and_line(project):
     project.registry(GOOD_CLAIM + "- id: broken\n  quote: 'unterminated\n  line: [1\n")
     project.test_file("test_a.py", GOOD_TEST)
