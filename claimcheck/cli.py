@@ -118,8 +118,9 @@ def cmd_report(args: argparse.Namespace, root: Path) -> int:
     counts = {k: v for k, v in data["counts"]["status"].items() if v}
     print(f"report written to {out}/: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     partial = data["partial"]
-    if partial_note(data["run"] or {}):
-        say(f"{partial_note(data['run'])} ({len(partial['claims_affected'])} claims affected; listed in the report)")
+    note = partial_note(data["run"] or {})
+    if note:
+        say(f"{note} ({len(partial['claims_affected'])} claims affected; listed in the report)")
     elif partial["not_run"]:
         say(f"PARTIAL: {len(partial['not_run'])} evidence test(s) did not run "
             f"({len(partial['claims_affected'])} claims affected); listed in the report")

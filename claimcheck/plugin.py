@@ -358,9 +358,10 @@ def _progress_stream():
 def _previous_seconds(path: Path) -> dict[str, float]:
     """How long each test took in the saved results (for the progress line's time left; empty if none)."""
     try:
-        return {t["nodeid"]: float(t.get("seconds") or 0) for t in json.loads(path.read_text(encoding="utf-8"))["tests"]}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
+        saved = results_file.read(path)
+    except results_file.UnreadableResults:
+        return {}  # set aside by the first write; the time left is then estimated from this run alone
+    return {t["nodeid"]: float(t.get("seconds") or 0) for t in (saved or {}).get("tests", [])}
 
 
 def _evidence_not_run(registry, nodeids) -> list[str]:
