@@ -64,8 +64,8 @@ def _with_grads(fn, q, k, v, d_out):
 @pytest.mark.claim("flash-attention.exact-no-approximation")
 @pytest.mark.parametrize("h_q,h_kv,n_q,n_k,causal", CASES, ids=[f"{c[0]}over{c[1]}" for c in CASES])
 def test_triton_grouped_query_attention_is_within_c_times_the_naive_float32_error(h_q, h_kv, n_q, n_k, causal):
-    q64, k64, v64, d_out64 = _problem(h_q, h_kv, n_q, n_k)
-    q, k, v, d_out = (t.float() for t in (q64, k64, v64, d_out64))
+    q, k, v, d_out = (t.float() for t in _problem(h_q, h_kv, n_q, n_k))
+    q64, k64, v64, d_out64 = (t.double() for t in (q, k, v, d_out))  # exact for the inputs the kernel gets
     oracle = _with_grads(lambda *a: _gathered_reference(*a, causal), q64, k64, v64, d_out64)
     naive = _with_grads(lambda *a: _gathered_reference(*a, causal), q, k, v, d_out)
     actual = _with_grads(lambda *a: _triton(*a, causal=causal), q, k, v, d_out)
