@@ -28,6 +28,13 @@ from claimcheck.registry import RegistryError, load_registry, selected
 from claimcheck.runrecord import git_state, merge_partial, partial_note, run_record, run_summaries
 from claimcheck.status import Outcome, atomic_write, build_results, evidence_index, observe_all, summary_counts
 
+# pytest-xdist runs one worker per core, so a BLAS thread pool in each worker only oversubscribes the cores:
+# numpy's OpenBLAS threads spin while they wait (two workers' rank-collapse sweeps took 14 s, not 1 s).
+# Set before any worker imports numpy or torch; a value the user set wins.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
 _PREFIX = "claimcheck."
 
 

@@ -157,7 +157,7 @@ def partial_note(meta: dict) -> str:
     if meta.get("mixed"):
         parts.append("rows from different commits, profiles or trees")
     if len(runs) > 1:
-        parts.append("rows from runs " + ", ".join(f"{r.get('id')} ({r.get('rows')} rows, profile {r.get('profile')}, "
+        parts.append("rows from runs " + ", ".join(f"{r.get('id')} ({r.get('rows')} row{'' if r.get('rows') == 1 else 's'}, profile {r.get('profile')}, "
                                                   f"commit {(r.get('commit') or '?')[:8]})" for r in runs))
     elif meta.get("complete") is False and (meta.get("base") or {}).get("id"):
         parts.append(f"claims it did not reach keep the rows of run {meta['base']['id']}")
