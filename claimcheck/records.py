@@ -6,7 +6,8 @@ work's record (:mod:`claimcheck.references`) and :func:`verdict_of` turns the ch
 verdict the evidence supports:
 
 * core fields — authors, title, identifiers, facts — say *which* work and *what* it shows;
-  peripheral fields — year, venue, facts marked ``role: condition`` — say when, where, under what;
+  peripheral fields — year, venue, the order of the right authors, facts marked ``role: condition`` —
+  say when, where, how it is cited, under what;
 * any core field wrong: ``fails`` (misattributed); only peripheral fields wrong while a core field
   is right: ``partly``; a claim that asserts only peripheral fields and gets one wrong: ``fails``;
   nothing wrong: ``holds``.
@@ -53,15 +54,39 @@ def fold(text: str) -> str:
     return " ".join(re.split(r"[^0-9a-z\u4e00-\u9fff]+", text)).strip()
 
 
+def name_tokens(name: str) -> list[str]:
+    """The words of a person's name, lower case, accents removed, split at spaces, commas and initials' dots;
+    a hyphen or apostrophe stays inside its word (``Ran-Milo`` and ``O'Brien`` are one word each)."""
+    text = unicodedata.normalize("NFKD", str(name)).replace("\u2019", "'").replace("\u2010", "-")
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+    words = (w.strip("-'") for w in re.split(r"[^\w'-]+", text))
+    return [w for w in words if w]
+
+
 def _surname_matches(full_name: str, surname: str) -> bool:
-    full, last = fold(full_name), fold(surname)
-    return bool(last) and (full == last or full.endswith(" " + last))
+    """Whether ``surname`` is the surname of ``full_name``: its words are the last words of the name, whole
+    (``Saada`` is not the surname of Tam Nait-Saada, nor ``Milo`` of Yuval Ran-Milo, nor ``Li`` of Ali)."""
+    full, last = name_tokens(full_name), name_tokens(surname)
+    return bool(last) and full[-len(last):] == last
 
 
 def _authors(stated: list[str], et_al: bool, recorded: tuple[str, ...]) -> bool:
     if not et_al and len(stated) != len(recorded):
         return False
     return len(stated) <= len(recorded) and all(_surname_matches(r, s) for s, r in zip(stated, recorded))
+
+
+def _same_people(stated: list[str], et_al: bool, recorded: tuple[str, ...]) -> bool:
+    """Whether the stated surnames name exactly the recorded authors, in some order (no "et al.")."""
+    if et_al or len(stated) != len(recorded):
+        return False
+    unused = list(recorded)
+    for surname in stated:
+        match = next((r for r in unused if _surname_matches(r, surname)), None)
+        if match is None:
+            return False
+        unused.remove(match)
+    return True
 
 
 def _value(v: Any) -> Any:
@@ -84,8 +109,14 @@ def compare(attribution: dict[str, Any], record: Reference) -> list[FieldCheck]:
     if "authors" in attribution:
         recorded = need("authors", record.authors)
         et_al = bool(attribution.get("et_al"))
-        checks.append(FieldCheck("authors", attribution["authors"] + (["et al."] if et_al else []), list(recorded),
-                                 _authors(attribution["authors"], et_al, recorded), True))
+        stated = attribution["authors"] + (["et al."] if et_al else [])
+        if not _authors(attribution["authors"], et_al, recorded) and _same_people(attribution["authors"], et_al, recorded):
+            # the right people in another order: the work is identified, its citation is off (bibliographic)
+            checks.append(FieldCheck("authors", stated, list(recorded), True, True))
+            checks.append(FieldCheck("author order", stated, list(recorded), False, False))
+        else:
+            checks.append(FieldCheck("authors", stated, list(recorded), _authors(attribution["authors"], et_al, recorded),
+                                     True))
     if "title" in attribution:
         recorded = need("title", record.title)
         checks.append(FieldCheck("title", attribution["title"], recorded, fold(attribution["title"]) == fold(recorded),

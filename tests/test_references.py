@@ -177,6 +177,8 @@ REF = Reference(key="w", kind="arxiv", title="A Study of Things", read=({"url": 
     ({"authors": ["Lovelace"], "et_al": True, "year": 2022}, "partly"),  # right work, wrong year
     ({"authors": ["Turing"], "et_al": True, "year": 2021}, "fails"),  # wrong first author
     ({"authors": ["Lovelace", "Nait Saada"]}, "fails"),  # an incomplete list without "et al."
+    ({"authors": ["Turing", "Lovelace", "Nait Saada"]}, "partly"),  # the right people in another order
+    ({"authors": ["Turing", "Lovelace", "Lovelace"]}, "fails"),  # a permutation must use each author once
     ({"year": 2023}, "fails"),  # only a year is asserted, and it is wrong
     ({"arxiv": "2104.00001", "venue": "NeurIPS 2024"}, "partly"),
     ({"arxiv": "2104.00002"}, "fails"),
