@@ -212,7 +212,7 @@ def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Cl
             problems.append(Problem(reg, c.line_of("verdict"), c.id, f"verdict '{c.verdict}' has no evidence"))
             continue
         refs = [t for t in named_tests if t.refutation]
-        props = [t for t in named_tests if not t.refutation and not t.control]
+        props = [t for t in named_tests if not t.refutation and not t.control and not t.comparator]
         if c.verdict == "holds" and refs:
             problems.append(Problem(reg, c.line_of("evidence"), c.id,
                                     f"verdict 'holds' but {refs[0].nodeid} is a refutation"))

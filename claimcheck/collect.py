@@ -26,6 +26,8 @@ class TestFunction:
     # a negative control as a whole (``@control(...)``), or a test with control parameters
     control: bool = False
     has_controls: bool = False
+    # a check of a comparator (``@comparator_check(...)``): machinery, not evidence about the claim
+    comparator: bool = False
 
 
 def _call_name(node: ast.expr) -> str:
@@ -54,11 +56,13 @@ def _module_claims(tree: ast.Module) -> list[str]:
 def _function(node: ast.FunctionDef, nodeid: str, file: str, inherited: list[str],
               names: dict[str, ast.expr]) -> TestFunction:
     claims = list(inherited)
-    refutation = per_claim = generated = control = has_controls = False
+    refutation = per_claim = generated = control = has_controls = comparator = False
     selects: tuple[tuple[str, object], ...] = ()
     for deco in node.decorator_list:
         if _call_name(deco) in ("control", "mark.control"):
             control = True
+        elif _call_name(deco) in ("comparator_check", "mark.comparator"):
+            comparator = True
         elif any(isinstance(s, ast.Call) and _call_name(s) in ("control", "mark.control") for s in ast.walk(deco)):
             has_controls = True
         # claim marks on the test itself, or on its parameters (pytest.param(..., marks=mark.claim(id))),
@@ -76,7 +80,7 @@ def _function(node: ast.FunctionDef, nodeid: str, file: str, inherited: list[str
         if _call_name(deco) == "given":
             generated = True
     return TestFunction(nodeid, file, node.lineno, tuple(claims), refutation, per_claim, selects, generated, control,
-                        has_controls)
+                        has_controls, comparator)
 
 
 def property_tests(root: Path, folder: str = "properties") -> list[TestFunction]:

@@ -20,8 +20,8 @@ import inspect
 import math
 from typing import Any, Callable
 
-__all__ = ["ClaimViolation", "ControlAccepted", "NoCounterexample", "PremiseFailed", "claim_assert", "control",
-           "premise", "record", "refutes"]
+__all__ = ["ClaimViolation", "ControlAccepted", "ControlMisfired", "NoCounterexample", "PremiseFailed", "claim_assert",
+           "comparator_check", "control", "premise", "record", "refutes"]
 
 
 class ClaimViolation(AssertionError):
@@ -42,17 +42,55 @@ class ControlAccepted(AssertionError):
     """A negative control passed: the evidence accepted a deliberately wrong variant, so it cannot fail."""
 
 
-def control(reason: str):
+class ControlMisfired(Exception):
+    """A negative control's variant was stopped by something other than the claim's own check (a plain
+    AssertionError, a crash, an exception group mixing kinds): the control shows nothing about the claim.
+
+    Deliberately not an AssertionError: the control ends as ``error`` and the run fails."""
+
+
+def control(reason: str, models: str | list[str] | tuple[str, ...] | None = None):
     """Mark a test, or one parameter of a test (``pytest.param(..., marks=control("..."))``), as a
     negative control: the same check run against a deliberately wrong variant of the claim (a
     perturbed formula, a wrong constant, a flipped sign, a broken implementation). The plugin runs it
-    with few examples and no shrinking; it passes only when the check rejects the variant (a
-    :class:`ClaimViolation`), and a control that passes makes the run fail."""
+    with few examples and no shrinking; it passes only when the claim's own check rejects the variant
+    (a :class:`ClaimViolation` from :func:`claim_assert`); any other exception is an error of the
+    evidence (:class:`ControlMisfired`), and a control that passes makes the run fail.
+
+    ``models`` names the claims whose falsity the variant models: the control is credited to those
+    claims only. It may be left out when the test is evidence for one claim; a control of a test for
+    several claims that does not name them is run, but credited to none."""
     import pytest
 
     if not reason:
         raise TypeError("control(reason): say what is wrong with the variant")
-    return pytest.mark.control(reason)
+    if models is None:
+        return pytest.mark.control(reason)
+    models = (models,) if isinstance(models, str) else tuple(models)
+    if not models or not all(isinstance(m, str) and m for m in models):
+        raise TypeError("control(reason, models=...): name the claim ids whose falsity the variant models")
+    return pytest.mark.control(reason, models=models)
+
+
+def comparator_check(reason: str):
+    """Mark a test as a check of a comparator (a record compared field by field, a quote looked up in a
+    document): it passes when the comparator rejects every deliberately wrong field. It shows that the
+    machinery can notice a difference, not that the claim is right or wrong, so it is reported apart from
+    the claim's evidence and its negative controls; a failure is an error of the evidence."""
+    import pytest
+
+    if not reason:
+        raise TypeError("comparator_check(reason): say what the wrong variants are")
+    return pytest.mark.comparator(reason)
+
+
+def control_rejected(exc: BaseException) -> bool:
+    """Whether ``exc`` is the claim's own check rejecting a variant: a :class:`ClaimViolation`, or a group
+    (Hypothesis reports several distinct failures as one) of nothing but ClaimViolations."""
+    if isinstance(exc, BaseExceptionGroup):
+        violations, others = exc.split(ClaimViolation)
+        return violations is not None and others is None
+    return isinstance(exc, ClaimViolation)
 
 
 class PremiseFailed(Exception):

@@ -37,7 +37,7 @@ STATUS_HELP = {
     "unverifiable": "cannot be checked offline; its consistency checks (if any) passed",
     "open": "recorded, not yet decided",
     "mismatch": "the evidence disagrees with the recorded verdict",
-    "error": "a piece of evidence crashed",
+    "error": "a piece of evidence crashed, a check of its machinery failed, or only negative controls ran",
     "skipped": "every piece of evidence was skipped",
     "untested": "no evidence for this claim ran",
 }
@@ -197,7 +197,8 @@ def _summary(report: dict) -> str:
                f'<b>{d["open"]}</b> open.')
     if counts["rests_on_refuted"]:
         decided += f' <b>{counts["rests_on_refuted"]}</b> claims rest on a refuted claim.'
-    decided += "</p>"
+    decided += (f' <b id="controlled">{counts.get("control_models_falsity", 0)}</b> claims have evidence that rejected a '
+                "negative control modelling their own falsity (&#10003; in the table).</p>")
     tables = "".join(_count_table(title, key, counts[key]) for key, title in
                      (("document", "Document"), ("topic", "Topic"), ("verdict", "Verdict"), ("kind", "Kind")))
     by_doc = _cross_table(report, "document")
@@ -292,8 +293,9 @@ def _table(report: dict) -> str:
         selects.append(f'<label>{label} <select id="f-{key}" data-key="{key}"><option value="">all</option>{opts}</select></label>')
     cols = (("id", "id"), ("where", "document:line"), ("section", "section"), ("topic", "topic"),
             ("kind", "kind"), ("verdict", "verdict"), ("grade", "grade"), ("status", "status"),
-            ("statement", "statement"))
-    head = "".join(f'<th data-sort="{k}" tabindex="0" aria-sort="none">{t}</th>' for k, t in cols)
+            ("control", "control"), ("statement", "statement"))
+    head = "".join(f'<th data-sort="{k}" tabindex="0" aria-sort="none"{CONTROL_HEAD if k == "control" else ""}>{t}</th>'
+                   for k, t in cols)
     rows = "".join(_row(c) for c in claims)
     return ('<section id="claims">\n<h2>Claims</h2>\n<form id="filters" role="search" onsubmit="return false">'
             '<input type="search" id="q" placeholder="search id, statement, quote, section..." autocomplete="off"> '
@@ -313,7 +315,17 @@ def _row(c: dict) -> str:
             f'<td data-v="{_e(c["document"])}:{c["line"]:06d}">{_e(c["document"])}:{c["line"]}</td>'
             f'<td>{_e(c["section"])}</td><td>{_e(c["topic"])}</td><td>{_e(c["kind"])}</td>'
             f'<td>{_badge("v", c["verdict"])}</td><td>{_grade(c)}</td><td>{_badge("s", c["status"])}</td>'
-            f'<td class="stmt">{_e(_short(c["statement"], 160))}</td></tr>\n')
+            f'{_control_cell(c)}<td class="stmt">{_e(_short(c["statement"], 160))}</td></tr>\n')
+
+
+CONTROL_HEAD = ' title="&#10003;: the evidence rejected a negative control that models this claim\'s own falsity"'
+
+
+def _control_cell(c: dict) -> str:
+    """The table's control column: a mark when a control modelling the claim's own falsity was rejected."""
+    n = (c.get("controls") or {}).get("models") or 0
+    return (f'<td class="control ok" data-v="1" title="{n} negative control(s) modelling its own falsity rejected">'
+            "&#10003;</td>") if n else '<td class="control" data-v="0"></td>'
 
 
 def _coverage(report: dict) -> str:
@@ -563,13 +575,24 @@ def _records(c: dict, report: dict) -> str:
 
 
 def _control(c: dict) -> str:
-    """Whether the claim's evidence has been shown able to fail (a negative control it rejected)."""
-    ctl = c.get("controls") or {}
-    if ctl.get("rejected"):
-        return f'<p class="control ok">Evidence shown able to fail: {ctl["rejected"]} negative control(s) rejected.</p>\n'
-    if c["verdict"] == "holds" and c["decided"]:
-        return '<p class="control none">No negative control ran for this claim\'s evidence.</p>\n'
-    return ""
+    """Whether the claim's evidence has been shown able to fail (a negative control that models its own falsity,
+    rejected), and apart from that, the checks of the comparator its evidence uses."""
+    ctl, cmp = c.get("controls") or {}, c.get("comparator") or {}
+    models, other = ctl.get("models") or 0, (ctl.get("rejected") or 0) - (ctl.get("models") or 0)
+    parts = []
+    if models:
+        parts.append(f'<p class="control ok">Evidence shown able to fail: {models} negative control(s) modelling '
+                     "this claim's own falsity rejected.</p>\n")
+    elif c["verdict"] == "holds" and c["decided"]:
+        parts.append('<p class="control none">No negative control modelling this claim\'s own falsity ran for its '
+                     "evidence.</p>\n")
+    if other > 0:
+        parts.append(f'<p class="control other">{other} negative control(s) of the same tests that model other '
+                     "claims were rejected.</p>\n")
+    if cmp.get("ran"):
+        parts.append(f'<p class="comparator">Checks of the comparator (not evidence for the claim): {cmp["passed"]} '
+                     f'of {cmp["ran"]} rejected every wrong field.</p>\n')
+    return "".join(parts)
 
 
 def _claim_link(cid: str, statuses: dict[str, tuple[str, str]]) -> str:

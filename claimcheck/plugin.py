@@ -62,8 +62,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "claim(*ids): the test is evidence for these claim ids in claims.yaml")
-    config.addinivalue_line("markers", "control(reason): a negative control: the check run against a deliberately "
-                                       "wrong variant; it must reject it (use claimcheck.control)")
+    config.addinivalue_line("markers", "control(reason, models=ids): a negative control: the check run against a "
+                                       "deliberately wrong variant of the claims it models; it must reject it (use "
+                                       "claimcheck.control)")
+    config.addinivalue_line("markers", "comparator(reason): a check of a comparator, not of a claim: it must reject "
+                                       "every wrong field (use claimcheck.comparator_check)")
     config.addinivalue_line(
         "markers",
         "claims_from_registry(**fields): run the test once per registry claim whose fields match "
@@ -131,10 +134,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         ids = _claim_ids(item)
         if ids:
             kind = "refutation" if getattr(getattr(item, "obj", None), "_claimcheck_refutation", False) else "property"
-            if item.get_closest_marker("control") is not None:
+            if item.get_closest_marker("comparator") is not None:
+                kind = "comparator"
+            mark = item.get_closest_marker("control")
+            if mark is not None:
                 kind = "control"
+                ids, models = _control_claims(item, mark, ids)
+                item.user_properties.append((_PREFIX + "models", models))
             item.user_properties.append((_PREFIX + "claims", ids))
             item.user_properties.append((_PREFIX + "kind", kind))
+
+
+def _control_claims(item: pytest.Item, mark: pytest.Mark, ids: list[str]) -> tuple[list[str], list[str]]:
+    """The claims a control is evidence for, and those whose falsity it models (credited to them only).
+
+    A control that names what it models (``control(reason, models=...)``) belongs to those claims alone; one
+    that does not is credited to its test's claim when the test has one, and to none when it has several
+    (it still runs, and one it accepts still makes each of the test's claims a mismatch)."""
+    models = list(mark.kwargs.get("models") or ())
+    if models:
+        stray = [m for m in models if m not in ids]
+        if stray:
+            raise pytest.UsageError(f"{item.nodeid}: control(models=...) names {', '.join(stray)}, which the test is "
+                                    f"not evidence for (its claims: {', '.join(ids)})")
+        return models, models
+    return ids, (list(ids) if len(ids) == 1 else [])
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -181,12 +205,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
                                                         phases=[Phase.explicit, Phase.generate])
     try:
         fn(**args)
-    except evidence.ClaimViolation:
-        pass
-    except BaseExceptionGroup as group:
-        violations, others = group.split(evidence.ClaimViolation)
-        if others is not None or violations is None:
-            raise
+    except Exception as exc:  # pytest's skip and fail outcomes are BaseExceptions: they pass through
+        if not evidence.control_rejected(exc):
+            raise evidence.ControlMisfired(
+                f"negative control {pyfuncitem.nodeid} ({mark.args[0] if mark.args else ''}): the variant was stopped "
+                f"by {_what_raised(exc)}, not rejected by the claim's own check (a ClaimViolation)") from exc
     else:
         raise evidence.ControlAccepted(f"negative control accepted ({mark.args[0] if mark.args else ''}): the "
                                        "evidence passes on a deliberately wrong variant, so it cannot fail")
@@ -194,6 +217,18 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
         if inner is not None and saved is not None:
             fn._hypothesis_internal_use_settings = saved
     return True
+
+
+def _what_raised(exc: BaseException) -> str:
+    """``Type: first line`` of an exception; a group lists the kinds of its leaves."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves, todo = [], [exc]
+        while todo:
+            e = todo.pop()
+            todo.extend(e.exceptions) if isinstance(e, BaseExceptionGroup) else leaves.append(e)
+        return f"{type(exc).__name__} of " + ", ".join(sorted({type(e).__name__ for e in leaves}))
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -256,7 +291,8 @@ class _Aggregator:
         outcome = self.outcomes.get(report.nodeid)
         if outcome is None:
             outcome = self.outcomes[report.nodeid] = Outcome(
-                nodeid=report.nodeid, claims=list(props["claims"]), kind=props.get("kind", "property")
+                nodeid=report.nodeid, claims=list(props["claims"]), kind=props.get("kind", "property"),
+                models=list(props["models"]) if "models" in props else None,
             )
         outcome.update(report, props)
         if time.time() - self.checkpointed >= CHECKPOINT_SECONDS:  # results written as they arrive

@@ -57,7 +57,7 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
         else:
             status, detail, counterexample = "untested", "no results for this claim", None
         doc = sources[c.source] if c.source in sources else None
-        ran, not_run = _match_evidence(c.evidence, tests, (row or {}).get("evidence_run", []))
+        ran, not_run = _match_evidence(c.evidence, tests, (row or {}).get("evidence_run", []), c.id)
         section = _section_of(doc, c.line)
         claims.append({
             "id": c.id,
@@ -81,6 +81,7 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
             "witness": [{"source": w.source, "line": w.line, "quote": w.quote, "role": w.role} for w in c.witness],
             "counterexample": counterexample,
             "controls": (row or {}).get("controls"),
+            "comparator": (row or {}).get("comparator"),
             "evidence": list(c.evidence),
             "outcomes": [_outcome(tests[n]) for n in ran],
             "not_run": not_run,
@@ -133,6 +134,8 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
                 "holds": sum(c["verdict"] == "holds" for c in claims),
                 "with_rejected_control": sum(c["verdict"] == "holds" and bool((c["controls"] or {}).get("rejected"))
                                              for c in claims)},
+            # claims (any verdict) whose evidence rejected a control that models their own falsity
+            "control_models_falsity": sum(bool((c["controls"] or {}).get("models")) for c in claims),
         },
         "findings": findings_mod.findings(claims),
         "coverage": _coverage(sources, claims),
@@ -229,10 +232,12 @@ def _reference(r: Reference, claims: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _match_evidence(evidence: tuple[str, ...], tests: dict[str, dict], evidence_run: list[str]) -> tuple[list[str], list[str]]:
+def _match_evidence(evidence: tuple[str, ...], tests: dict[str, dict], evidence_run: list[str],
+                    cid: str | None = None) -> tuple[list[str], list[str]]:
     """The test node ids that ran as this claim's evidence, and the named tests that did not run.
 
-    A name without parameters (``test_x``) matches every parametrized node (``test_x[a-b]``).
+    A name without parameters (``test_x``) matches every parametrized node (``test_x[a-b]``), except the
+    nodes that are evidence for other claims only (a negative control credited to the claims it models).
     """
     ran: list[str] = [n for n in evidence_run if n in tests]
     not_run: list[str] = []
@@ -242,7 +247,7 @@ def _match_evidence(evidence: tuple[str, ...], tests: dict[str, dict], evidence_
         found = [n for n in tests if reaches(ev, n)]
         if not found:
             not_run.append(ev)
-        ran += [n for n in found if n not in ran]
+        ran += [n for n in found if n not in ran and (cid is None or cid in tests[n].get("claims", [cid]))]
     return ran, not_run
 
 
@@ -266,7 +271,8 @@ def _section_of(doc: Any, line: int) -> dict[str, Any]:
 
 
 def _outcome(test: dict) -> dict:
-    keep = ("nodeid", "kind", "outcome", "summary", "message", "examples", "figures", "seconds", "counterexample")
+    keep = ("nodeid", "kind", "outcome", "summary", "message", "examples", "figures", "seconds", "counterexample",
+            "models")
     return {k: test.get(k) for k in keep}
 
 

@@ -9,7 +9,9 @@ refuted    a refutation found its counterexample and every correction property h
 unverifiable  recorded as not checkable offline; its consistency checks (if any) passed
 open       recorded before its evidence exists; outcomes are shown but decide nothing
 mismatch   the evidence disagrees with the recorded verdict: the run fails
-error      a piece of evidence crashed (an exception that is not a violated assertion)
+error      a piece of evidence crashed (an exception that is not a violated assertion), a negative control's
+           variant was stopped by something other than the claim's own check, a check of a comparator
+           failed, or the only evidence that ran is negative controls (nothing asserts the claim itself)
 skipped    every piece of evidence was skipped (the reasons are kept)
 untested   no evidence for this claim ran in this session
 ========== =================================================================================
@@ -36,7 +38,7 @@ class Outcome:
 
     nodeid: str
     claims: list[str]
-    kind: str  # "property", "refutation" or "control" (a negative control)
+    kind: str  # "property", "refutation", "control" (a negative control) or "comparator" (a check of a comparator)
     outcome: str = "untested"  # passed | failed | error | skipped
     message: str | None = None
     summary: str | None = None  # the one-line exception message of a failure
@@ -44,6 +46,7 @@ class Outcome:
     figures: list[dict] = field(default_factory=list)
     examples: int | None = None
     seconds: float = 0.0
+    models: list[str] | None = None  # a control: the claims whose falsity its variant models (credited to them)
 
     def update(self, report: Any, props: dict[str, Any]) -> None:
         self.seconds = round(self.seconds + getattr(report, "duration", 0.0), 4)
@@ -116,14 +119,21 @@ def observe(claim: Claim, outcomes: list[Outcome]) -> Observed:
     if not ran:
         reasons = sorted({o.message or "" for o in outcomes})
         return Observed("skipped", "; ".join(reasons))
+    comparators = [o for o in ran if o.kind == "comparator" and o.outcome == "failed"]
+    if comparators:
+        return Observed("error", f"{comparators[0].nodeid}: the comparator accepted a wrong field, so its comparison "
+                        f"decides nothing: {comparators[0].summary}")
     controls = [o for o in ran if o.kind == "control"]
     accepted = [o for o in controls if o.outcome == "failed"]
     if accepted:
         return Observed("mismatch", f"{accepted[0].nodeid}: the negative control was accepted, so the evidence cannot "
                         "tell the claim from a wrong variant")
-    ran = [o for o in ran if o.kind != "control"]
+    if all(o.kind in ("control", "comparator") for o in outcomes):
+        return Observed("error", "only negative controls ran: no evidence of its own asserts the claim, so nothing "
+                        "decides it")
+    ran = [o for o in ran if o.kind not in ("control", "comparator")]
     if not ran:
-        return Observed("skipped", "only negative controls ran")
+        return Observed("skipped", "the evidence was skipped; only negative controls ran")
     props = [o for o in ran if o.kind == "property"]
     refs = [o for o in ran if o.kind == "refutation"]
     broken = [o for o in props if o.outcome == "failed"]
@@ -210,12 +220,17 @@ def build_results(registry: Registry, observed: dict[str, Observed], outcomes: l
     for cid, obs in observed.items():
         claim = registry.get(cid)
         mine = [o for o in outcomes if cid in o.claims and o.kind == "control"]
+        checks = [o for o in outcomes if cid in o.claims and o.kind == "comparator"]
         rows.append({
             "id": cid,
             "verdict": claim.verdict if claim else None,
             "status": obs.status,
             "controls": {"ran": sum(o.outcome in ("passed", "failed") for o in mine),
-                         "rejected": sum(o.outcome == "passed" for o in mine)},
+                         "rejected": sum(o.outcome == "passed" for o in mine),
+                         # rejected controls whose variant models this claim's own falsity
+                         "models": sum(o.outcome == "passed" and cid in (o.models or ()) for o in mine)},
+            "comparator": {"ran": sum(o.outcome in ("passed", "failed") for o in checks),
+                           "passed": sum(o.outcome == "passed" for o in checks)},
             "detail": obs.detail,
             "counterexample": obs.counterexample,
             "evidence_run": sorted(by_claim.get(cid, [])),

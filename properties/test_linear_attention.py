@@ -289,7 +289,12 @@ def _snippet_inputs(model, x: torch.Tensor):
 @pytest.mark.parametrize("recurrence", [
     pytest.param(gated_delta_rule_gate_after, id="exact"),
     pytest.param(_gate_after_delta_rule_erase_added, id="erase-sign-flipped",
-                 marks=control("S + beta (S k) k^T + beta v k^T: the delta rule with its erase term's sign flipped")),
+                 marks=control("S + beta (S k) k^T + beta v k^T: the delta rule with its erase term's sign flipped",
+                               models="linear-attention.gated-deltanet-snippet-delta-rule-comment")),
+    pytest.param(gated_delta_rule, id="gate-before-write",
+                 marks=control("S_{t-1} alpha_t (I - beta_t k_t k_t^T) + beta_t v_t k_t^T: Gated DeltaNet's own order, "
+                               "the gate before the write, taken for the snippet's",
+                               models="linear-attention.gated-deltanet-snippet-gate-order")),
 ])
 @given(seed=seeds(), b=st.integers(1, 2), n=st.integers(1, 6))
 @settings(max_examples=20)  # each example runs the printed Python loop

@@ -270,7 +270,7 @@ def test_negative_controls_are_recorded_and_one_that_passes_fails_the_run(pytest
     (pytester.path / "properties" / "test_c.py").write_text(textwrap.dedent(CONTROLLED))
     result = pytester.runpytest_subprocess("properties/", "-p", "no:cacheprovider")
     rows = {r["id"]: r for r in json.loads((pytester.path / "results" / "claims-results.json").read_text())["claims"]}
-    assert rows["t.c"]["status"] == "verified" and rows["t.c"]["controls"] == {"ran": 1, "rejected": 1}
+    assert rows["t.c"]["status"] == "verified" and rows["t.c"]["controls"] == {"ran": 1, "rejected": 1, "models": 1}
     assert rows["t.weak"]["status"] == "mismatch" and "negative control was accepted" in rows["t.weak"]["detail"]
     assert result.ret == 1
 
