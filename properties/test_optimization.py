@@ -67,7 +67,10 @@ def _layer_norm_jacobian_with_s_held_fixed(x: torch.Tensor, gamma: torch.Tensor,
 @pytest.mark.parametrize("block", [
     pytest.param(residual, id="exact"),
     pytest.param(_branch_subtracted, id="branch-subtracted",
-                 marks=control("x - F(x) for x + F(x): its Jacobian is I - dF/dx")),
+                 marks=control("x - F(x) for x + F(x): its Jacobian is I - dF/dx",
+                     models=["spectral.residual-jacobian-identity-plus",
+                             "optimization.la-residual-jacobian-identity-plus",
+                             "spectral.attention-block-jacobian-identity-plus"])),
 ])
 @given(seed=seeds(), n=st.integers(1, 4), d=st.integers(1, 4), attention=st.booleans())
 def test_residual_block_jacobian_is_identity_plus_branch_jacobian(seed, n, d, attention, block):
@@ -93,7 +96,8 @@ def test_residual_block_jacobian_is_identity_plus_branch_jacobian(seed, n, d, at
 @pytest.mark.parametrize("branch_input", [
     pytest.param(layer_norm, id="exact"),
     pytest.param(_unnormalised, id="branch-derivative-at-x",
-                 marks=control("F' evaluated at x, not at LN(x): J = I + F'(x) LN'(x)")),
+                 marks=control("F' evaluated at x, not at LN(x): J = I + F'(x) LN'(x)",
+                               models="spectral.prenorm-jacobian-formula")),
 ])
 @given(seed=seeds(), d=st.integers(3, 6))
 def test_prenorm_jacobian_is_identity_plus_branch_at_ln_times_ln_jacobian(seed, d, branch_input):
@@ -596,9 +600,11 @@ def _mean_eigenvalue(h: torch.Tensor) -> float:
 @pytest.mark.parametrize("step,curvature", [
     pytest.param(_descent_step, _top_eigenvalue, id="exact"),
     pytest.param(_ascent_step, _top_eigenvalue, id="ascent",
-                 marks=control("theta + eta grad L for theta - eta grad L: the flow's other sign")),
+                 marks=control("theta + eta grad L for theta - eta grad L: the flow's other sign",
+                               models="spectral.gradient-flow-equation")),
     pytest.param(_descent_step, _mean_eigenvalue, id="mean-curvature",
-                 marks=control("the mean Hessian eigenvalue tr(H) / d for lambda_max in the step-size threshold")),
+                 marks=control("the mean Hessian eigenvalue tr(H) / d for lambda_max in the step-size threshold",
+                               models="spectral.hessian-controls-dynamics")),
 ])
 @given(seed=seeds(), d=st.integers(1, 4))
 @settings(max_examples=20)
@@ -651,7 +657,8 @@ def _min_over_the_ball(theta: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("objective", [
     pytest.param(_sam_objective, id="exact"),
     pytest.param(_min_over_the_ball, id="min-over-the-ball",
-                 marks=control("min over ||e|| <= rho for the max: min_theta min_e L(theta + e) ignores sharpness")),
+                 marks=control("min over ||e|| <= rho for the max: min_theta min_e L(theta + e) ignores sharpness",
+                               models="spectral.sam-objective")),
 ])
 def test_sam_objective_is_minimised_at_the_flat_minimum(objective):
     # -1 + rho rounds by eps / 2, a relative eps / (2 rho) in e, doubled by the square; and a few roundings of L
@@ -811,12 +818,15 @@ def _printed_train_loop(edit: tuple[str, str] | None = None):
                    "optimization.la-train-logs-every-100-batches")
 @pytest.mark.parametrize("edit", [
     pytest.param(None, id="printed"),
-    pytest.param(("lr=1e-4", "lr=1e-3"), id="lr-1e-3", marks=control("the loop with lr = 1e-3 for the printed 1e-4")),
+    pytest.param(("lr=1e-4", "lr=1e-3"), id="lr-1e-3", marks=control("the loop with lr = 1e-3 for the printed 1e-4",
+                                                                     models="optimization.la-train-adamw-lr-wd")),
     pytest.param(("batch_idx % 100 == 0", "batch_idx % 10 == 0"), id="log-every-10",
-                 marks=control("the loop logging every 10 batches, not every 100")),
+                 marks=control("the loop logging every 10 batches, not every 100",
+                               models="optimization.la-train-logs-every-100-batches")),
     pytest.param(("F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))",
                   "F.cross_entropy(logits[:, -1], targets[:, -1])"), id="last-token-loss",
-                 marks=control("the loss of the last position only, not over the flattened (B n) tokens")),
+                 marks=control("the loss of the last position only, not over the flattened (B n) tokens",
+                               models="optimization.la-train-cross-entropy-flattened")),
 ])
 def test_printed_training_loop_uses_adamw_cross_entropy_and_logs_every_100_batches(edit):
     ns = printed_code("architecture.snippet-la-linear-algebraic-transformer").namespace
@@ -881,25 +891,3 @@ def test_ntk_training_dynamics_are_linear_for_the_cross_entropy():
     record("d^2/df^2 of the cross-entropy flow at f = 1 (eta Theta = 1)", float(second.subs({f: 1, eta: 1, theta: 1})))
     claim_assert(second == 0, "with the cross-entropy the NTK flow df/dt = eta Theta sigma(-f) is not linear in f; "
                  "the closed form f* + e^{-eta Theta t}(f_0 - f*) is the squared loss's", second_derivative=str(second))
-
-
-@pytest.mark.claim("spectral.ntk-definition")
-@refutes(reason="one input x in R^4 and the widths 32..2048 (12 initialisations each) of a two-layer tanh network in "
-                "the standard parametrisation (readout variance 1/m, as torch.nn.Linear's default scaling); "
-                "'the limit exists' read as Theta(x, x) staying bounded: its fitted growth exponent below 0.5")
-def test_the_infinite_width_limit_of_the_kernel_exists_in_any_parametrisation():
-    x = gaussian((1, 4), 96)
-    widths, means = [32, 128, 512, 2048], []
-    for m in widths:
-        values = []
-        for s in range(12):
-            p = {"w": gaussian((m, 4), 2000 * m + s), "a": gaussian((m,), 2000 * m + s + 1) / math.sqrt(m)}
-            jac = torch.func.jacrev(lambda q: _standard_two_layer(q, x))(p)
-            values.append(sum((j.reshape(-1) ** 2).sum() for j in jac.values()).item())
-        means.append(sum(values) / len(values))
-    fit = loglog_fit(torch.tensor(widths), torch.tensor(means))
-    record("series[Theta(x, x), standard parametrisation, vs width]", {"n": widths, "y": means})
-    record("fit[Theta(x, x) vs width, standard parametrisation]", fit.as_figure())
-    # the grad_a part is |tanh(W x / sqrt d)|^2 ~ m E tanh^2: Theta grows like m (slope 1), no finite limit
-    claim_assert(fit.ci95[1] < 0.5, "in the standard parametrisation Theta(x, x) grows like the width: the limit "
-                 "is infinite", exponent=fit.exponent, ci95=fit.ci95, means=means)

@@ -393,7 +393,7 @@ def test_w_qk_admits_an_orthogonal_eigendecomposition():
                  eigenvalues=[0.0, 0.0])
 
 
-@pytest.mark.claim("spectral.high-dim-attention-determined-by-spectrum", "spectral.spectrum-not-weights-determines-behavior")
+@pytest.mark.claim("spectral.spectrum-not-weights-determines-behavior")
 @refutes(reason="W_QK = 4 e_1 e_2^T (nilpotent) and W_QK = 0 share the spectrum {0, ..., 0}; n = 8, d = 16")
 def test_attention_is_determined_by_the_eigenvalues_of_w_qk():
     d = 16
