@@ -67,7 +67,8 @@ def test_softmax_attention_is_a_positive_row_stochastic_matrix(softmax, s):
     claim_assert(bool((a > 0).all()), "an unmasked softmax weight is not strictly positive", s=s)
 
 
-@pytest.mark.claim("spectral.la-obs1-attention-row-stochastic", "spectral.row-stochastic-eigenvalue-one")
+@pytest.mark.claim("spectral.la-obs1-attention-row-stochastic", "spectral.row-stochastic-eigenvalue-one",
+                   "spectral.la-pf-attention-approximates-stochastic-matrix")
 @pytest.mark.parametrize("extra", [pytest.param(0, id="softmax"), pytest.param(1, id="plus-one", marks=control(
     "softmax_1, exp(x_i) / (1 + sum_j exp(x_j)): an implicit zero logit takes part of each row's mass"))])
 def test_softmax_rows_sum_to_one_symbolically(extra):
@@ -76,11 +77,22 @@ def test_softmax_rows_sum_to_one_symbolically(extra):
     claim_assert(sp.simplify(sum(row) - 1) == 0, "a symbolic softmax row does not sum to 1: A 1 != 1")
 
 
+@pytest.mark.claim("spectral.la-pf-attention-approximates-stochastic-matrix")
+@refutes(reason="a symbolic softmax row over four real logits; 'an approximation of a stochastic matrix' read as a "
+                "matrix that is close to, but not itself, stochastic")
+def test_attention_is_only_an_approximation_of_a_stochastic_matrix():
+    x = sp.symbols("x0:4", real=True)
+    gap = sp.simplify(sum(sp.exp(xi) / sum(sp.exp(xj) for xj in x) for xi in x) - 1)
+    claim_assert(gap != 0, "softmax rows are positive and sum to exactly 1: attention is a stochastic matrix, not an "
+                 "approximation of one", row_sum_minus_one=str(gap))
+
+
 @pytest.mark.claim("spectral.row-stochastic-eigenvalue-one", "spectral.la-pf-row-stochastic-top-eigenvalue-one",
                    "spectral.row-stochastic-perron-vector-all-ones", "spectral.principal-direction-is-uniform",
                    "spectral.la-pf-left-eigenvector-all-ones")
 @pytest.mark.parametrize("side", [pytest.param("right", id="right"), pytest.param("left", id="left", marks=control(
-    "the transpose: 1 taken as a LEFT eigenvector, 1^T A = 1^T (column sums), which needs A doubly stochastic"))])
+    "the transpose: 1 taken as a LEFT eigenvector, 1^T A = 1^T (column sums), which needs A doubly stochastic",
+        models=["spectral.row-stochastic-perron-vector-all-ones", "spectral.la-pf-left-eigenvector-all-ones"]))])
 @given(a=attention_matrices(1, 10))
 def test_all_ones_is_a_right_eigenvector_for_eigenvalue_one(side, a):
     n = a.shape[0]
@@ -159,7 +171,8 @@ def test_sum_of_eigenvalues_is_the_trace_symbolically(sign):
 @pytest.mark.claim("spectral.attention-eigenvalue-sum-equals-trace", "spectral.attention-eigenvalue-sum-equals-n")
 @pytest.mark.parametrize("spectrum", [pytest.param(eigenvalues, id="eigenvalues"), pytest.param(
     lambda a: torch.linalg.svdvals(a).to(torch.complex128), id="singular-values", marks=control(
-        "singular values summed for eigenvalues (the nuclear norm, >= |tr A|, equal only for a PSD A)"))])
+        "singular values summed for eigenvalues (the nuclear norm, >= |tr A|, equal only for a PSD A)",
+            models="spectral.attention-eigenvalue-sum-equals-trace"))])
 @given(a=attention_matrices(1, 10))
 def test_eigenvalues_sum_to_the_trace_which_is_below_n(spectrum, a):
     n = a.shape[0]
