@@ -72,7 +72,9 @@ _FROM_TORCH = {"out_proj": "w_o", "multihead_attn": "cross_attn", "linear1": "ff
                    "architecture.la-block-ffn-residual-x2")
 @pytest.mark.parametrize("formulas", [pytest.param(PLACEMENTS, id="as-stated"), pytest.param(
     SWAPPED, id="swapped", marks=control("pre- and post-norm swapped: Norm(x + F(x)) called pre-norm, x + F(Norm x) "
-                                         "post-norm"))])
+                                         "post-norm",
+                                             models=["architecture.post-norm-formula", "architecture.pre-norm-formula",
+                                                     "architecture.la-prenorm-definition"]))])
 @given(layout=layouts, d_ff=d_ffs, bn=batch_lengths(), seed=seeds(), placement=placements)
 def test_pre_and_post_norm_layers_are_torchs_norm_first_and_original_layers(formulas, layout, d_ff, bn, seed,
                                                                             placement):
@@ -284,8 +286,10 @@ def test_printed_encoder_layer_forward_runs():
                    "architecture.ffn-linear-gelu-linear")
 @pytest.mark.parametrize("residual,activation", [
     pytest.param(pre_norm, gelu, id="pre-norm-gelu"),
-    pytest.param(post_norm, gelu, id="post-norm", marks=control("the post-norm layer, Norm(x + F(x)), as reference")),
-    pytest.param(pre_norm, relu, id="relu", marks=control("ReLU in place of GELU in the FFN formula"))])
+    pytest.param(post_norm, gelu, id="post-norm", marks=control("the post-norm layer, Norm(x + F(x)), as reference",
+                                                                models="architecture.encoder-is-pre-norm")),
+    pytest.param(pre_norm, relu, id="relu", marks=control("ReLU in place of GELU in the FFN formula",
+                                                          models="architecture.ffn-linear-gelu-linear"))])
 @given(layout=layouts, d_ff=d_ffs, bn=batch_lengths(), seed=seeds())
 def test_printed_encoder_layer_with_its_attention_call_repaired_is_our_pre_norm_layer(residual, activation, layout,
                                                                                       d_ff, bn, seed):
@@ -403,7 +407,8 @@ def test_printed_transformer_block_forward_runs():
                    "architecture.transformerblock-matches-line24-flow", "architecture.la-intro-ffn-two-matmuls",
                    "architecture.la-ffn-up-act-down")
 @pytest.mark.parametrize("order", [pytest.param("up-down", id="up-act-down"), pytest.param(
-    "down-up", id="down-up", marks=control("the FFN read as d_ff -> d then d -> d_ff (the two products swapped)"))])
+    "down-up", id="down-up", marks=control("the FFN read as d_ff -> d then d -> d_ff (the two products swapped)",
+        models=["architecture.la-intro-ffn-two-matmuls", "architecture.la-ffn-up-act-down"]))])
 @given(layout=layouts, d_ff=d_ffs, bn=batch_lengths(), seed=seeds())
 @example(layout=HeadLayout(2, 1, 1, 2), d_ff=3, bn=(1, 2), seed=0)  # d != d_ff: the control's shapes differ
 def test_repaired_transformer_block_adds_attention_then_ffn_of_ln2(order, layout, d_ff, bn, seed):
@@ -467,9 +472,12 @@ VOCAB = 11
 @pytest.mark.claim("architecture.la-transformer-defaults-dk-64", "architecture.la-transformer-defaults-layers-seq")
 @pytest.mark.parametrize("changed", [
     pytest.param({}, id="defaults"),
-    pytest.param({"n_heads": 8}, id="8-heads", marks=control("8 heads by default: d_k = 32, not 64")),
-    pytest.param({"n_layers": 6}, id="6-layers", marks=control("6 layers by default, not 4")),
-    pytest.param({"max_seq_len": 1024}, id="1024-positions", marks=control("a 1024-position table, not 512"))])
+    pytest.param({"n_heads": 8}, id="8-heads", marks=control("8 heads by default: d_k = 32, not 64",
+                                                             models="architecture.la-transformer-defaults-dk-64")),
+    pytest.param({"n_layers": 6}, id="6-layers", marks=control("6 layers by default, not 4",
+        models="architecture.la-transformer-defaults-layers-seq")),
+    pytest.param({"max_seq_len": 1024}, id="1024-positions", marks=control("a 1024-position table, not 512",
+        models="architecture.la-transformer-defaults-layers-seq"))])
 def test_linear_algebraic_transformer_defaults(changed):
     model = _la_namespace()["LinearAlgebraicTransformer"](VOCAB, **changed)
     block = model.blocks[0]
@@ -530,8 +538,10 @@ def _normalised_stream(x, sublayer, norm):
 
 @pytest.mark.claim("architecture.lablock-prenorm-comment", "architecture.lablock-residual-attention-output")
 @pytest.mark.parametrize("residual", [pytest.param(pre_norm, id="pre-norm"), pytest.param(
-    post_norm, id="post-norm", marks=control("the post-norm block, Norm(x + F(x)), as reference")), pytest.param(
-    _normalised_stream, id="normalised-stream", marks=control("the output added to LN(x), not to the stream x"))])
+    post_norm, id="post-norm", marks=control("the post-norm block, Norm(x + F(x)), as reference",
+                                             models="architecture.lablock-prenorm-comment")), pytest.param(
+    _normalised_stream, id="normalised-stream", marks=control("the output added to LN(x), not to the stream x",
+        models="architecture.lablock-residual-attention-output"))])
 @given(layout=layouts, d_ff=d_ffs, bn=batch_lengths(), seed=seeds())
 def test_lablock_is_a_pre_norm_block_adding_w_o_of_the_heads_to_the_unnormalised_stream(residual, layout, d_ff, bn,
                                                                                         seed):

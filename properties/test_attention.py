@@ -70,7 +70,8 @@ def test_each_output_row_is_a_convex_combination_of_value_rows(attend, qkv):
 
 @pytest.mark.claim("attention.scaled-dot-product-definition", "attention.index-sdpa-formula")
 @pytest.mark.parametrize("scale_of", [pytest.param(lambda d_k: None, id="sqrt-d_k"), pytest.param(
-    lambda d_k: 1.0 / d_k, id="d_k", marks=control("softmax(Q K^T / d_k) V: the scale 1/d_k, not 1/sqrt(d_k)"))])
+    lambda d_k: 1.0 / d_k, id="d_k", marks=control("softmax(Q K^T / d_k) V: the scale 1/d_k, not 1/sqrt(d_k)",
+        models=["attention.scaled-dot-product-definition", "attention.index-sdpa-formula"]))])
 @given(problem=attention_problems())
 def test_reference_attention_equals_torch_scaled_dot_product_attention(scale_of, problem):
     """softmax(Q K^T / sqrt(d_k)) V row-wise, against PyTorch's independent math kernel, float64."""
@@ -158,8 +159,10 @@ def _flow_projected_output(n: int, d: int, d_k: int, d_v: int, seed: int) -> dic
                    "attention.score-matrix-shape-n-by-n", "attention.attention-matrix-shape-n-by-n",
                    "attention.output-shape-n-by-dk")
 @pytest.mark.parametrize("flow", [pytest.param(_flow, id="as-printed"), pytest.param(
-    _flow_linear_layout, id="w-q-transposed", marks=control("W_Q in nn.Linear's layout, d_k x d, with Q = X W_Q^T")),
-    pytest.param(_flow_projected_output, id="y-projected", marks=control("Y = A V W_O, projected back to n x d"))])
+    _flow_linear_layout, id="w-q-transposed", marks=control("W_Q in nn.Linear's layout, d_k x d, with Q = X W_Q^T",
+        models=["attention.projection-matrix-shape-d-by-dk", "attention.qkv-projection-formula"])),
+    pytest.param(_flow_projected_output, id="y-projected", marks=control("Y = A V W_O, projected back to n x d",
+                                                                         models="attention.output-shape-n-by-dk"))])
 @given(n=st.integers(1, 12), d=st.integers(1, 12), d_k=st.integers(1, 12), seed=st.integers(0, 2**16))
 def test_foundations_matrix_flow_has_the_stated_shapes(flow, n, d, d_k, seed):
     """foundations.txt lines 17-56, where W_V is d x d_k (so d_v = d_k)."""
@@ -180,7 +183,9 @@ def test_foundations_matrix_flow_has_the_stated_shapes(flow, n, d, d_k, seed):
                    "attention.la-block-wo-shape", "attention.la-block-weight-shapes-wv-dk")
 @pytest.mark.parametrize("flow", [pytest.param(_flow, id="w-v-d-by-d_v"), pytest.param(
     lambda n, d, d_k, d_v, seed: _flow(n, d, d_v, d_k, seed), id="d_k-d_v-swapped",
-    marks=control("d_k and d_v interchanged: W^Q, W^K of width d_v, W^V and W^O of d_k"))])
+    marks=control("d_k and d_v interchanged: W^Q, W^K of width d_v, W^V and W^O of d_k",
+        models=["attention.la-block-output-y-shape", "attention.la-block-wo-shape",
+                "attention.la-block-weight-shapes-wv-dk"]))])
 @given(n=st.integers(1, 12), d=st.integers(1, 12), d_k=st.integers(1, 12), d_v=st.integers(1, 12),
        seed=st.integers(0, 2**16))
 def test_linear_algebra_block_flow_type_checks_with_w_v_of_width_d_v(flow, n, d, d_k, d_v, seed):
@@ -408,8 +413,11 @@ def _split_heads_without_transpose(t: torch.Tensor, heads: int) -> torch.Tensor:
 @pytest.mark.parametrize("split, residual", [
     pytest.param(_split_heads, True, id="as-stated"),
     pytest.param(_split_heads_without_transpose, True, id="heads-unsplit",
-                 marks=control("heads taken as view(B, h, n, d_k) without the transpose of (B, n, h, d_k)")),
-    pytest.param(_split_heads, False, id="no-residual", marks=control("step 4 without its residual: W_o(Y), not x + W_o(Y)"))])
+                 marks=control("heads taken as view(B, h, n, d_k) without the transpose of (B, n, h, d_k)",
+                               models="attention.transformerblock-comment-qkv-three-matmuls")),
+    pytest.param(_split_heads, False, id="no-residual",
+                 marks=control("step 4 without its residual: W_o(Y), not x + W_o(Y)",
+                               models="attention.transformerblock-comment-output-projection-residual"))])
 @given(n=st.integers(1, 6), heads=st.sampled_from([1, 2, 4]), seed=st.integers(0, 2**16))
 def test_transformer_block_steps_compute_projections_attention_and_residuals(split, residual, n, heads, seed):
     d_model = 8

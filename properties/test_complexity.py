@@ -139,7 +139,8 @@ def test_qkv_projections_cost_exactly_6_n_d_dk_flops(n, d, d_k, cost):
 
 @pytest.mark.claim("complexity.qkt-time-n2-dk", "complexity.av-time-n2-dk")
 @pytest.mark.parametrize("cost", [pytest.param(lambda n, d_k: 2 * n * n * d_k, id="2n^2d_k"), pytest.param(
-    lambda n, d_k: 2 * n * d_k * d_k, id="2nd_k^2", marks=control("the products taken as K^T Q-sized: 2 n d_k^2"))])
+    lambda n, d_k: 2 * n * d_k * d_k, id="2nd_k^2", marks=control("the products taken as K^T Q-sized: 2 n d_k^2",
+        models=["complexity.qkt-time-n2-dk", "complexity.av-time-n2-dk"]))])
 @pytest.mark.parametrize("n,d,d_k", SIZES)
 def test_qkt_and_av_each_cost_exactly_2_n2_dk_flops(n, d, d_k, cost):
     q, k, v, a = _randn(n, d_k), _randn(n, d_k), _randn(n, d_k), torch.softmax(_randn(n, n), -1)
@@ -228,8 +229,10 @@ def test_qkv_projections_allocate_exactly_3_n_dk_elements(n, d, d_k, space):
 
 @pytest.mark.claim("complexity.qkt-space-n2", "complexity.av-space-n-dk")
 @pytest.mark.parametrize("sizes", [pytest.param(lambda n, d_k: (n * n, n * d_k), id="n^2,nd_k"), pytest.param(
-    lambda n, d_k: (n * d_k, n * d_k), id="S-nd_k", marks=control("S taken as n x d_k")), pytest.param(
-    lambda n, d_k: (n * n, n * n), id="Y-n^2", marks=control("Y taken as n x n"))])
+    lambda n, d_k: (n * d_k, n * d_k), id="S-nd_k", marks=control("S taken as n x d_k",
+                                                                  models="complexity.qkt-space-n2")), pytest.param(
+    lambda n, d_k: (n * n, n * n), id="Y-n^2", marks=control("Y taken as n x n",
+                                                             models="complexity.av-space-n-dk"))])
 @pytest.mark.parametrize("n,d,d_k", SIZES)
 def test_score_matrix_takes_n2_and_the_output_n_dk_elements(n, d, d_k, sizes):
     q, k, v, a = _randn(n, d_k), _randn(n, d_k), _randn(n, d_k), torch.softmax(_randn(n, n), -1)

@@ -88,9 +88,11 @@ def _dora_unnormalised(w0, b, a, m):
 @pytest.mark.parametrize("sigma_max,normalize", [
     pytest.param(spectral_norm, spectral_normalize, id="exact"),
     pytest.param(frobenius_norm, spectral_normalize, id="frobenius-for-sigma-max",
-                 marks=control("||W||_F taken for sigma_max: no unit vector attains it once rank(W) >= 2")),
+                 marks=control("||W||_F taken for sigma_max: no unit vector attains it once rank(W) >= 2",
+                               models="linear-algebra.la-spectral-norm-equals-sigma-max")),
     pytest.param(spectral_norm, _normalize_by_frobenius, id="normalised-by-frobenius",
-                 marks=control("W / ||W||_F for W / sigma_max: spectral norm s_1 / ||W||_F < 1 once rank(W) >= 2")),
+                 marks=control("W / ||W||_F for W / sigma_max: spectral norm s_1 / ||W||_F < 1 once rank(W) >= 2",
+                     models=["spectral.spectral-normalization-definition", "spectral.spectral-normalization-lipschitz"])),
 ])
 @given(w=real_matrices(1, 8, 10.0), seed=seeds())
 @example(w=_diag(3.0, 1.0), seed=0)  # rank 2: the controls' variants differ from the claim here
@@ -113,9 +115,11 @@ def test_spectral_norm_is_the_largest_singular_value_and_normalisation_makes_it_
 @pytest.mark.parametrize("frobenius,sum_sigma_squared", [
     pytest.param(frobenius_norm, _sum_of_squares, id="exact"),
     pytest.param(spectral_norm, _sum_of_squares, id="spectral-for-frobenius",
-                 marks=control("||W||_2 for ||W||_F: s_1^2 < sum W_ij^2 once rank(W) >= 2")),
+                 marks=control("||W||_2 for ||W||_F: s_1^2 < sum W_ij^2 once rank(W) >= 2",
+                               models="linear-algebra.la-frobenius-penalty-sum-of-squares")),
     pytest.param(frobenius_norm, _square_of_sum, id="square-of-sum",
-                 marks=control("(sum s_i)^2, the squared nuclear norm, for sum s_i^2")),
+                 marks=control("(sum s_i)^2, the squared nuclear norm, for sum s_i^2",
+                               models="linear-algebra.la-frobenius-sq-equals-sum-sigma-sq")),
 ])
 @given(w=real_matrices(1, 8, 10.0))
 @example(w=_diag(3.0, 1.0))  # rank 2: the controls' variants differ from the claim here
@@ -142,7 +146,8 @@ def test_frobenius_norm_squared_is_the_trace_of_w_transpose_w_symbolically():
 @pytest.mark.parametrize("nuclear", [
     pytest.param(nuclear_norm, id="exact"),
     pytest.param(frobenius_norm, id="frobenius-for-nuclear",
-                 marks=control("sqrt(sum s_i^2) (the Frobenius norm) for sum s_i: below it once rank(W) >= 2")),
+                 marks=control("sqrt(sum s_i^2) (the Frobenius norm) for sum s_i: below it once rank(W) >= 2",
+                               models="linear-algebra.la-nuclear-norm-sum-singular-values")),
 ])
 @given(w=real_matrices(1, 6, 5.0), b=real_matrices(1, 6, 5.0), seed=seeds())
 @example(w=_diag(3.0, 1.0), b=_diag(1.0, 2.0), seed=0)  # rank 2: the control's variant differs from the claim here
@@ -279,9 +284,11 @@ def test_spectrum_of_an_initialised_layer_fills_one_minus_to_one_plus_sqrt_ratio
 @pytest.mark.parametrize("update,parameter_count", [
     pytest.param(lora_delta, lora_parameter_count, id="exact"),
     pytest.param(_merged_weight_as_delta, lora_parameter_count, id="merged-weight-as-update",
-                 marks=control("the merged weight W + (alpha/r) B A taken for the update: rank min(d, k) > r")),
+                 marks=control("the merged weight W + (alpha/r) B A taken for the update: rank min(d, k) > r",
+                               models="linear-algebra.la-lora-shapes-and-rank-bound")),
     pytest.param(lora_delta, _full_parameter_count, id="d-k-parameters",
-                 marks=control("d k trainable parameters (the full matrix) for r (d + k)")),
+                 marks=control("d k trainable parameters (the full matrix) for r (d + k)",
+                               models="linear-algebra.la-lora-shapes-and-rank-bound")),
 ])
 @given(factors=low_rank_factors(), alpha=st.floats(0.5, 32.0))
 @example(factors=(_diag(1.0, 2.0, 3.0)[:, :1], _diag(1.0, 2.0, 3.0)[:1]), alpha=1.0)  # d = k = 3, r = 1
@@ -304,9 +311,13 @@ def test_lora_update_has_rank_at_most_r_and_r_d_plus_k_parameters(factors, alpha
     pytest.param(column_norm, dora_weight, id="exact"),
     pytest.param(_row_norm, _dora_over_rows, id="row-norm",
                  marks=control("||.||_c taken over rows (dim 1): m is (d, 1) and the rows, not the columns, "
-                                   "get norm m")),
+                                   "get norm m",
+                                       models=["linear-algebra.la-dora-magnitude-shape-1xk",
+                                               "linear-algebra.la-dora-direction-unit-column-norm"])),
     pytest.param(column_norm, _dora_unnormalised, id="no-normalisation",
-                 marks=control("m (W_0 + B A) without the division by ||W_0 + B A||_c")),
+                 marks=control("m (W_0 + B A) without the division by ||W_0 + B A||_c",
+                     models=["linear-algebra.la-dora-magnitude-direction-formula",
+                             "linear-algebra.la-dora-direction-unit-column-norm"])),
 ])
 @given(factors=low_rank_factors(), seed=seeds())
 @example(factors=(_diag(1.0, 2.0, 3.0)[:, :1], _diag(1.0, 2.0)[:1]), seed=0)  # d = 3 != k = 2
@@ -441,7 +452,8 @@ def _quotient_of_the_new_state(new, old, eta):
 @pytest.mark.parametrize("rate", [
     pytest.param(_difference_quotient, id="exact"),
     pytest.param(_quotient_of_the_new_state, id="new-state-over-eta",
-                 marks=control("X_{l+1} / eta for (X_{l+1} - X_l) / eta: the difference is not taken")),
+                 marks=control("X_{l+1} / eta for (X_{l+1} - X_l) / eta: the difference is not taken",
+                               models="linear-algebra.la-diffusion-divide-by-eta-equivalence")),
 ])
 def test_residual_attention_update_equals_laplacian_form_plus_a_tokenwise_term_symbolically(rate):
     n, d = 2, 2
@@ -552,7 +564,8 @@ def _spectral_condition_min_sigma_1e3(w: torch.Tensor) -> torch.Tensor:
     pytest.param(_printed_spectral_condition, id="printed"),
     pytest.param(_spectral_condition_min_sigma_1e3, id="min-sigma-1e-3",
                  marks=control("the printed method with min_sigma = 0.001 for the default 0.01: condition number "
-                                   "1000")),
+                                   "1000",
+                               models="optimization.spectral-condition-kappa-bound-100")),
 ])
 @given(w=real_matrices(1, 8, 10.0))
 @example(w=_diag(5.0, 1e-4))  # one value above max_sigma, one below min_sigma

@@ -46,9 +46,12 @@ def _head_outputs(x: torch.Tensor, w: dict, layout: HeadLayout, per_head=_per_he
 @pytest.mark.parametrize("w_o_of,score_scale", [
     pytest.param(lambda w_o: w_o, lambda d, h: 1.0, id="as-stated"),
     pytest.param(lambda w_o: w_o.T, lambda d, h: 1.0, id="w_o-transposed",
-                 marks=control("Concat(head_i) (W^O)^T: the output projection transposed")),
+                 marks=control("Concat(head_i) (W^O)^T: the output projection transposed",
+                     models=["multi-head.concat-heads-times-wo-definition",
+                             "multi-head.index-mha-concat-output-projection"])),
     pytest.param(lambda w_o: w_o, lambda d, h: h**-0.5, id="sqrt-d_model",
-                 marks=control("scores scaled by 1/sqrt(d_model), not 1/sqrt(d_k)"))])
+                 marks=control("scores scaled by 1/sqrt(d_model), not 1/sqrt(d_k)",
+                               models=["multi-head.head-i-definition", "multi-head.index-mha-head-projections"]))])
 @given(layout=head_layouts(kv_sharing=False), bn=batch_lengths(), seed=seeds(), cross=st.booleans())
 @example(layout=HeadLayout(4, 2, 2, 2), bn=(1, 3), seed=0, cross=False)  # h, d_k > 1: each control differs here
 def test_the_per_head_definition_computes_torch_multihead_attention(w_o_of, score_scale, layout, bn, seed, cross):
