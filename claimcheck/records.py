@@ -6,8 +6,8 @@ work's record (:mod:`claimcheck.references`) and :func:`verdict_of` turns the ch
 verdict the evidence supports:
 
 * core fields — authors, title, identifiers, facts — say *which* work and *what* it shows;
-  peripheral fields — year, venue, the order of the right authors, facts marked ``role: condition`` —
-  say when, where, how it is cited, under what;
+  peripheral fields — year, venue, the order of the right authors, facts marked ``role: condition``
+  or ``role: detail`` — say when, where, how it is cited, under what, by which variant of the idea;
 * any core field wrong: ``fails`` (misattributed); only peripheral fields wrong while a core field
   is right: ``partly``; a claim that asserts only peripheral fields and gets one wrong: ``fails``;
   nothing wrong: ``holds``.
