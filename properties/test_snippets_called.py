@@ -514,14 +514,31 @@ def test_printed_analyzer_runs_on_per_head_weights_and_raises_inside_transformer
 
 @pytest.mark.claim("spectral.snippet-plot-spectrum")
 @pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
-    "np.cumsum(s) / np.sum(s)", "np.cumsum(s) / np.max(s)", "the cumulative curve normalised by s_1, not by sum s")])
+    "np.cumsum(s) / np.sum(s)", "np.cumsum(s) / np.max(s)", "the cumulative curve normalised by s_1, not by sum s"), mutant(
+    "np.cumsum(s) / np.sum(s)", "np.cumsum(s**2) / np.sum(s**2)", "the cumulative share of the squared values"), mutant(
+    "torch.linalg.svdvals(attn_matrix)", "torch.linalg.eigvals(attn_matrix).abs()", "eigenvalue moduli for the "
+    "singular values"), mutant(
+    "axes[1].axhline(y=0.99, color='k', linestyle='--', alpha=0.5)", "None", "no 0.99 reference line")])
 def test_printed_plot_spectrum_draws_two_panels_of_the_n_singular_values(mutation):
+    """Each object the statement names: a figure, two panels, the n singular values, their normalised cumulative
+    sum ending at 1, a horizontal reference line at 0.99."""
     a = _attention(16, 22)
     fig = reader_call("plot_spectrum(A) for A (16, 16)", lambda: _code("spectral.snippet-plot-spectrum", "plot_spectrum", mutation)(a))
-    lines = [ax.lines[0].get_ydata() for ax in fig.axes]
+    lines = [[torch.tensor(line.get_ydata(), dtype=torch.float64) for line in ax.lines] for ax in fig.axes]
+    is_figure = isinstance(fig, matplotlib.figure.Figure)
     matplotlib.pyplot.close(fig)
-    claim_assert(len(lines) == 2 and len(lines[0]) == len(lines[1]) == 16 and abs(lines[1][-1] - 1) <= 1e-12,
-                 "not two panels of the 16 singular values, the second cumulative up to 1", panels=len(lines))
+    s = torch.linalg.svdvals(a)
+    claim_assert(is_figure and len(lines) == 2 and len(lines[0]) >= 1 and len(lines[1]) >= 1, "not a figure of two "
+                 "panels", panels=len(lines))
+    # the printed code makes this same LAPACK call on the same matrix: equal values; 1e-12 s_1 leaves room for another
+    # backward-stable SVD (errors ~ n eps s_1)
+    claim_assert(len(lines[0][0]) == 16 and (lines[0][0] - s).abs().max() <= 1e-12 * s[0], "panel 1 is not the 16 "
+                 "singular values of A", plotted=lines[0][0], singular_values=s)
+    # a 16-term cumulative sum and one division: 16 + 1 roundings of values <= 1
+    claim_assert((lines[1][0] - s.cumsum(0) / s.sum()).abs().max() <= 17 * EPS64 and abs(lines[1][0][-1] - 1) <= 17 * EPS64,
+                 "panel 2 is not cumsum(s) / sum(s) ending at 1", plotted=lines[1][0])
+    claim_assert(any(len(y) == 2 and bool((y == 0.99).all()) for y in lines[1][1:]), "panel 2 has no horizontal line at "
+                 "0.99", other_lines=[y.tolist() for y in lines[1][1:]])
 
 
 @pytest.mark.claim("spectral.snippet-training-monitor")
