@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, control, record, refutes
+from claimcheck import claim_assert, control, premise, record, refutes
+from claimcheck.plugin import registry
 from claimcheck.snippets import SnippetRun, load_snippet, run_snippet
+from claimcheck.sources import load_sources
 from impl.rope import rope_frequencies, rope_half_split, rope_interleaved
 from impl.rope_nd import axial_frequencies, axial_rope, axial_rotation_matrix, kronecker_rotation
 from properties.strategies.positional import axial_configurations, vectors
@@ -125,13 +128,24 @@ def test_kronecker_product_equals_the_axial_rotation_at_d_4():
     claim_assert(torch.allclose(kron, axial), "the Kronecker product is not the axial rotation", kron=kron, axial=axial)
 
 
-SCENARIOS = [  # foundations.txt lines 442-445: (claim, grid sizes per axis)
-    pytest.param("rope.ndim-ddim-text-1", (7,), marks=pytest.mark.claim("rope.ndim-ddim-text-1"), id="text"),
-    pytest.param("rope.ndim-ddim-image-2", (3, 4), marks=pytest.mark.claim("rope.ndim-ddim-image-2"), id="image"),
-    pytest.param("rope.ndim-ddim-video-3", (2, 3, 2), marks=pytest.mark.claim("rope.ndim-ddim-video-3"), id="video"),
-    pytest.param("rope.ndim-ddim-spatiotemporal-3", (2, 2, 3), marks=pytest.mark.claim("rope.ndim-ddim-spatiotemporal-3"),
+SCENARIOS = [  # foundations.txt lines 442-445, one row of the table each
+    pytest.param("rope.ndim-ddim-text-1", marks=pytest.mark.claim("rope.ndim-ddim-text-1"), id="text"),
+    pytest.param("rope.ndim-ddim-image-2", marks=pytest.mark.claim("rope.ndim-ddim-image-2"), id="image"),
+    pytest.param("rope.ndim-ddim-video-3", marks=pytest.mark.claim("rope.ndim-ddim-video-3"), id="video"),
+    pytest.param("rope.ndim-ddim-spatiotemporal-3", marks=pytest.mark.claim("rope.ndim-ddim-spatiotemporal-3"),
                  id="spatiotemporal"),
 ]
+
+
+def _scenario(config: pytest.Config, claim_id: str) -> tuple[int, tuple[int, ...]]:
+    """``(D_dim the table states, a grid with one axis per name of its structure column)``, both read from the
+    document's table row at the claim's line ("2D 图像<TAB>(高, 宽)<TAB>2"): the test's input is never the claim."""
+    claim = registry(config).by_id[claim_id]
+    row = load_sources(Path(str(config.rootpath)))[claim.source].lines[claim.line - 1].split("\t")
+    premise(len(row) == 3 and row[1].startswith("(") and row[1].endswith(")") and row[2].strip().isdigit(),
+            "the claim's line is not a row (scenario, (axes), D_dim) of the table", row=row)
+    axes = [a.strip() for a in row[1][1:-1].replace("，", ",").split(",") if a.strip()]
+    return int(row[2]), tuple(2 + i for i in range(len(axes)))  # sizes 2, 3, ...: every axis has two or more tokens
 
 
 def _grid_positions(grid: tuple[int, ...]) -> torch.Tensor:
@@ -149,9 +163,13 @@ def _grid_positions_without_the_last_axis(grid: tuple[int, ...]) -> torch.Tensor
     pytest.param(_grid_positions_without_the_last_axis, id="axis-dropped", marks=control(
         "D_dim one less than the data's axes: the last axis's coordinate dropped")),
 ])
-@pytest.mark.parametrize("claim_id, grid", SCENARIOS)
-def test_grid_positions_have_one_coordinate_per_axis_and_axial_rope_is_relative_on_each(claim_id, grid, positions_of):
+@pytest.mark.parametrize("claim_id", SCENARIOS)
+def test_grid_positions_have_one_coordinate_per_axis_and_axial_rope_is_relative_on_each(claim_id, positions_of,
+                                                                                      pytestconfig):
+    stated, grid = _scenario(pytestconfig, claim_id)
     n_axes = len(grid)
+    claim_assert(stated == n_axes, "the table's D_dim is not the number of axes of its structure column",
+                 claim=claim_id, d_dim=stated, axes=n_axes)
     positions = positions_of(grid)
     # every token of the grid (each axis of size >= 2) needs its own position vector
     claim_assert(len({tuple(p) for p in positions.tolist()}) == math.prod(grid),
