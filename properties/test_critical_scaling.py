@@ -20,7 +20,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, control, record, refutes
+from claimcheck import claim_assert, control, premise, record, refutes
 from impl.critical_scaling import (document_divisor, document_loglog_divisor, loglog_fit, polylog_multiplier,
                                    rem_critical_multiplier, row_entropy, scaled_softmax_entropy_derivative, sweep)
 from impl.softmax import stable_softmax
@@ -41,8 +41,21 @@ SCHEDULES = {  # name -> logit multiplier beta(n)
 }
 
 
+PINNED = {  # schedule -> (n, its multiplier there by hand): where the logarithms are integers
+    "document f = 1 + (ln T)^1.5, logits / sqrt(f)": (math.exp(4), 1 / 3),  # f = 1 + 4^1.5 = 9
+    "document f = 1 + ln ln T, logits / sqrt(f)": (math.exp(math.e**2), 3**-0.5),  # f = 1 + ln ln e^(e^2) = 3
+    "multiplier (ln n)^1.7": (math.exp(2), 2**1.7),
+    "multiplier sqrt(2 ln n)": (math.exp(8), 4.0),
+}
+
+
 @functools.lru_cache(maxsize=None)
 def _sweep(name: str) -> dict[str, torch.Tensor]:
+    if name in PINNED:  # a sweep of a wrong formula would judge another schedule: its value is a premise
+        n, by_hand = PINNED[name]
+        # exp then log round-trips within 2 ulps; a log or power, a sum, a power: 8 ulps of the result
+        premise(abs(SCHEDULES[name](n) - by_hand) <= 8 * 2.0**-52 * by_hand, "the schedule's formula has the wrong "
+                "value", schedule=name, n=n, got=SCHEDULES[name](n), by_hand=by_hand)
     return sweep(NS, D_K, SCHEDULES[name], samples=4, seed=17, spectral=False)
 
 

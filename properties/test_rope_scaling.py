@@ -261,6 +261,13 @@ def test_yarn_extrapolates_high_and_interpolates_low_frequencies(d, base, s, len
     # a convex combination (1 - gamma) theta / s + gamma theta: ~4 roundings of size theta (4 u); 4 eps
     claim_assert(bool(((new[ramp] <= theta[ramp] * (1 + 4 * EPS64)) & (new[ramp] >= theta[ramp] / s * (1 - 4 * EPS64))).all()),
                  "a ramp plane is outside [theta/s, theta]", d=d, s=s, length=length)
+    # and the value inside the ramp: gamma = (r - alpha) / (beta - alpha) with alpha = 1, beta = 32. r here and in the
+    # impl differ by a few ulps (L theta / 2 pi vs L / (2 pi / theta)), moving gamma by ~ 32 u / 31 and the result by
+    # that times theta; with the ~6 roundings of the combination, 16 eps theta
+    gamma = (r[ramp] - 1) / (32 - 1)
+    expected = (1 - gamma) * theta[ramp] / s + gamma * theta[ramp]
+    claim_assert(bool(((new[ramp] - expected).abs() <= 16 * EPS64 * theta[ramp]).all()), "a ramp plane is not "
+                 "(1 - gamma) theta / s + gamma theta with gamma = (r - 1) / 31", d=d, s=s, length=length)
 
 
 @pytest.mark.claim("long-context.yarn-purpose-long-context", "long-context.index-pi-yarn-extend-context")
