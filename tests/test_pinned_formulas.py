@@ -1,10 +1,12 @@
-"""The log-log fit behind every fitted exponent, pinned by hand: slope, intercept and its 95% interval."""
+"""Formulas of impl/ that the evidence of many claims rests on, pinned by hand-computed values: the log-log fit
+behind every fitted exponent (slope, intercept, 95% interval) and the spectral concentration kappa."""
 import math
 
 import pytest
 import torch
 
 from impl.critical_scaling import loglog_fit
+from impl.spectral import spectral_concentration
 
 
 def test_the_fit_and_its_t_interval_take_their_hand_computed_values():
@@ -31,3 +33,13 @@ def test_an_exact_power_law_has_a_zero_width_interval():
 def test_too_few_points_are_refused():
     with pytest.raises(ValueError, match="at least 3 points"):
         loglog_fit(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 4.0]))
+
+
+def test_kappa_takes_the_eigenvalue_of_largest_real_part_over_the_trace():
+    # eigenvalues -3, 1, 1 (trace -1): lambda_1 is 1 (largest real part), kappa = 1 / -1 = -1; taking lambda_1 by
+    # modulus (-3) would give 3; the diagonal's eigenvalues are exact
+    w = torch.diag(torch.tensor([-3.0, 1.0, 1.0], dtype=torch.float64))
+    assert complex(spectral_concentration(w).item()) == pytest.approx(-1.0, abs=1e-15)
+    # 2 I plus a rotation by 90 degrees: eigenvalues 2 +- i (equal real parts), trace 4: Re kappa = 1/2
+    r = torch.tensor([[2.0, -1.0], [1.0, 2.0]], dtype=torch.float64)
+    assert complex(spectral_concentration(r).item()).real == pytest.approx(0.5, abs=1e-14)
