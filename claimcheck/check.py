@@ -23,11 +23,12 @@ Each problem names the file, the line and the claim id. Checks:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from claimcheck.collect import TestFunction, benchmarks, evidence_tests
-from claimcheck.records import CannotCompare, compare, fold
+from claimcheck.records import CannotCompare, compare, fold, name_tokens
 from claimcheck.references import default_path, parse_references
 from claimcheck.registry import DECIDED, Claim, Problem, RegistryError, parse_registry, selected
 from claimcheck.sources import load_sources
@@ -271,6 +272,9 @@ def _check_records(root: Path, reg: str, claims: list[Claim], tests: dict[str, T
                     compare(c.attribution, refs[ref])
                 except CannotCompare as exc:
                     problems.append(Problem(reg, c.line_of("attribution"), c.id, str(exc)))
+            if c.source in sources:
+                problems += [Problem(reg, c.line_of("attribution"), c.id, p)
+                             for p in _unanchored(c.attribution, sources[c.source], c.line)]
         for w in c.witness:
             if w.source not in sources:
                 problems.append(Problem(reg, c.line_of("witness"), c.id, f"witness names unknown source '{w.source}'"))
@@ -283,6 +287,25 @@ def _check_records(root: Path, reg: str, claims: list[Claim], tests: dict[str, T
                                     f"verdict '{c.verdict}' needs a finding (kind and summary: how wrong the claim is)"))
     problems += _check_citation_conflicts(reg, claims, refs)
     return problems
+
+
+def _unanchored(attribution: dict, document, line: int) -> list[str]:
+    """What an attribution states that the document does not: each stated surname (whole words), the year, the
+    venue and the title must occur in the claim's section, from its heading down to two lines past the claim's
+    line (where the sentence that names the work often sits a few lines above the claim, as in "Theorem 7.1
+    (Chen et al. 2025)"). The comparison with the record is only as good as this reading of the document."""
+    start = max([h.line for h in document.headings if h.line <= line] or [1])
+    text = "\n".join(document.lines[start - 1:line + 2])
+    words, folded = set(name_tokens(text)), fold(text)
+    where = f"{document.key}:{start}-{min(line + 2, len(document.lines))}"
+    out = [f"attribution author {name!r} does not occur in {where} (the claim's section)"
+           for name in attribution.get("authors") or [] if not set(name_tokens(name)) <= words]
+    if "year" in attribution and not re.search(rf"(?<!\d){attribution['year']}(?!\d)", text):
+        out.append(f"attribution year {attribution['year']} does not occur in {where}")
+    for field in ("venue", "title"):
+        if field in attribution and fold(str(attribution[field])) not in folded:
+            out.append(f"attribution {field} {attribution[field]!r} does not occur in {where}")
+    return out
 
 
 def _check_grade(reg: str, c: Claim, tests: dict[str, TestFunction]) -> list[Problem]:

@@ -230,3 +230,13 @@ def test_the_generic_evidence_confirms_refutes_and_catches_a_wrong_verdict(pytes
     assert "year" in json.dumps(rows["c.partly"]["counterexample"])
     assert rows["c.wrong-verdict"]["status"] == "error"  # the rule gives partly: the registry is wrong
     assert rows["c.internal"]["status"] == "verified"
+
+
+def test_an_attribution_states_only_what_the_documents_section_says(project):
+    # line 230 reads "RoPE (Su et al., 2022)": a surname or a year that its section never names is not the document's
+    claims = CITATION + "  attribution: {ref: su2021roformer, authors: [Turing], et_al: true, year: 2023}\n"
+    _setup(project, claims=claims)
+    assert _one(project, "rope.cite", "attribution author 'Turing' does not occur in foundations:")
+    assert _one(project, "rope.cite", "attribution year 2023 does not occur in foundations:")
+    _setup(project, claims=CITATION + "  attribution: {ref: su2021roformer, authors: [Su], et_al: true, year: 2022}\n")
+    assert not [p for p in _problems(project) if "does not occur" in p]
