@@ -485,7 +485,7 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
             raise InputError(f"--head-dim-multiple {args.head_dim_multiple}: expected a positive integer")
         overrides = dict(dtypes=dtypes and [kernel.dtype_name(d) for d in dtypes], masks=masks, gqa=args.gqa,
                          backward=args.backward, head_dims=lo_hi, equal_head_dims=args.equal_head_dims,
-                         fully_masked=args.fully_masked, head_dim_multiple=args.head_dim_multiple)
+                         fully_masked=args.fully_masked, head_dim_multiple=args.head_dim_multiple, scale=args.scale)
         device = args.device
         if ":" not in args.function:  # a registry backend: --dtype only narrows the run
             backend = kernel.resolve(args.function, **{**overrides, "dtypes": None})
@@ -523,6 +523,8 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
           + (f", {len(failed)} failed" if failed else "")
           + (f", {len(declined)} declined by the kernel's library" if declined else "")
           + (f", {len(skipped)} not declared or not runnable here" if skipped else ""))
+    if not backend.scale:
+        print("claims kernel: the kernel declares no scale argument: only its default 1/sqrt(d_k) was checked")
     return EXIT_CLAIMS_FAILED if failed else EXIT_OK
 
 
@@ -533,6 +535,7 @@ def _capabilities(backend, device: str) -> str:
     dims = f"head dims {lo}..{hi}" + (f" in steps of {backend.head_dim_multiple}" if backend.head_dim_multiple > 1 else "")
     return (f"dtypes {dtypes}; masks {', '.join(sorted(s.masks)) or 'none'}; GQA {'yes' if backend.gqa else 'no'}; "
             f"backward {'yes' if s.backward else 'no'}; {dims}{' (d_v = d_k)' if backend.equal_head_dims else ''}; "
+            f"scale {'yes' if backend.scale else 'no (only 1/sqrt(d_k) checked)'}; "
             f"fully masked rows {backend.fully_masked or 'not declared'}"
             + ("; the kernel's library may decline problems (listed)" if backend.declines else ""))
 
@@ -548,7 +551,11 @@ def _print_case(result, spec: str, backend) -> None:
     if result.case.mask != kernel.FULLY_MASKED:
         line += f"  worst error ratio {ratio:.3g} ({where})"
     else:
-        line += "  " + ", ".join(f"{r.mask}: {r.seen}" for r in result.masked_rows)
+        line += "  " + ", ".join(f"{r.mask}: {r.detail or r.seen}" for r in result.masked_rows)
+        named = [r for r in result.masked_rows if not r.judged and r.seen in ("nan", "zero", "other")]
+        if named and result.ok:
+            line += (" (named, not judged: " + ("declared any" if backend.fully_masked == "any" else
+                                                "no convention declared; declare nan or zero to check it") + ")")
     print(line, flush=True)
     if result.declined:  # the kernel library's refusals: listed, never silent
         print(f"      declined: {_first_reason([reason for _, reason in result.declined])}")
@@ -560,6 +567,8 @@ def _print_case(result, spec: str, backend) -> None:
     p = result.failing
     if p is not None and p.spec is not None:
         regime = f"max logit {p.spec.max_logit:g}" if p.spec.max_logit else f"logit scale {p.spec.logit_scale:g}"
+        regime += f", scale {p.spec.scale:g}" if p.spec.scale is not None else ""
+        regime += f", causal {p.spec.causal} with the padding" if p.spec.causal else ""
         print(f"      problem ({p.label}{', shrunk' if p.label == 'drawn' else ''}): {p.shape} seed={p.seed} {regime}")
     print(f"      repro: {kernel.repro(spec, backend, result.case, p)}", flush=True)
 
@@ -572,11 +581,13 @@ Run the backend matrix of properties/test_backends.py on FUNCTION, with the cont
 fn(q, k, v, scale=None, mask=None) -> out of impl.attention.attention (q (B, H_q, n_q, d_k),
 k (B, H_kv, n_k, d_k), v (B, H_kv, n_k, d_v), mask an impl.attention.Mask): every declared dtype x
 mask kind, each with fixed problems (4 and 8 query heads over 2 key/value heads, odd lengths,
-n_q < n_k and n_q > n_k, scores up to 110) and drawn ones, under the error-ratio rule (error <= 2 x the
-naive same-precision error + floor; 3 x for gradients), then fully masked rows.
+n_q < n_k and n_q > n_k, scores up to 110, the caller's scale 0.3, 71 keys across a 64-wide tile, one
+query against 130 keys, key padding under each causal alignment) and drawn ones, under the error-ratio
+rule (error <= 2 x the naive same-precision error + floor; 3 x for gradients), then fully masked rows
+(nan or zero when nothing is declared; any other value, such as the mean of V, fails).
 
 Capabilities come from the options, else from fn.claims_capabilities (a dict: devices, dtypes, masks,
-gqa, backward, head_dims, equal_head_dims, fully_masked, head_dim_multiple, declines), else the
+gqa, backward, head_dims, equal_head_dims, fully_masked, head_dim_multiple, declines, scale), else the
 defaults. Problems the kernel's own library declines (declines(q, k, v, mask, backward) -> reason;
 SDPA's CUDA kernels: torch's eligibility checks) are listed, not checked; a case it declines whole is
 a skip.
@@ -675,8 +686,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the kernel needs d_v = d_k (default: no)")
     p.add_argument("--head-dim-multiple", type=int, metavar="M",
                    help="the kernel needs d_k and d_v to be multiples of M (its alignment; default: 1)")
-    p.add_argument("--fully-masked", choices=("zero", "nan"), help="what a row with no allowed key gives "
-                   "(default: not declared: recorded, not asserted)")
+    p.add_argument("--fully-masked", choices=("zero", "nan", "any"), help="what a row with no allowed key gives: "
+                   "zero (fused kernels), nan (the reference's 0/0), any (left unspecified on purpose: shown, never "
+                   "judged); default: not declared: nan or zero is shown, not judged, any other value fails")
+    p.add_argument("--scale", action=argparse.BooleanOptionalAction, default=None,
+                   help="the kernel takes the caller's softmax scale (default: yes; --no-scale: only 1/sqrt(d_k) "
+                   "is checked, and the verdict says so)")
     p.add_argument("--mask", action="append", metavar="KIND", help="run only these mask kinds (repeat): "
                    "none, causal-top-left, causal-bottom-right, key-padding, additive, fully-masked")
     p.add_argument("--examples", type=int, default=10, help="drawn problems per case (default: 10)")

@@ -11,8 +11,10 @@ one *case* per declared dtype x mask kind (:func:`matrix`), plus one fully-maske
 Every case sees
 
 * fixed problems (:func:`fixed_problems`): shared key/value heads 4 over 2 and 8 over 2, lengths
-  that are not multiples of a 16-wide tile, ``n_q < n_k`` and ``n_q > n_k``, and a large-logit
-  problem whose largest score is ~110 (past ``exp``'s float32 overflow at 88.7) -- in every dtype;
+  that are not multiples of a 16-wide tile, ``n_q < n_k`` and ``n_q > n_k``, a large-logit
+  problem whose largest score is ~110 (past ``exp``'s float32 overflow at 88.7), a caller's
+  ``scale`` of 0.3, keys across a 64-wide tile, one query against 130 keys (decode), and, in the
+  key-padding case, key padding under each declared causal alignment -- in every dtype;
 * problems drawn by Hypothesis (:func:`problem_strategy`), seeded per case, shrunk on failure.
 
 Each problem is judged by the error-ratio rule (DESIGN.md; FlashAttention's tests): the kernel's
@@ -38,7 +40,7 @@ from hypothesis import HealthCheck, Verbosity, given, reject, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
-from impl.attention import Mask, attention, default_scale, repeat_kv, scores
+from impl.attention import ALIGNMENTS, Mask, attention, default_scale, repeat_kv, scores
 from impl.backends import ALL_MASKS, Backend, Support, declines
 from impl.softmax import stable_softmax
 
@@ -50,7 +52,10 @@ C_GRAD = 3.0  # ... and 3 x for gradients: the backward recomputes P from L, add
 FLOOR_ULPS = 2.0  # floor: 2 ulps of the size of the summed terms (one rounding of the result, one of a term)
 LARGE_LOGIT = 110.0  # largest score of the large-logit problem: exp(110) overflows float32 (max ~ exp(88.72))
 TILE = 16  # the smallest tile of the fused kernels here; fixed lengths (17, 33, 9, 13) miss its multiples
+WIDE_TILE = 64  # the key tile of most fused kernels' forward: tiles-64 and decode cross it (71 and 130 keys)
+SCALE = 0.3  # the caller's scale of the scale problem: neither 1/sqrt(d) nor 1/d for any integer d
 FULLY_MASKED = "fully-masked"  # the mask kind of the fully-masked-rows case
+FULLY_MASKED_CONVENTIONS = ("nan", "zero")  # what a row with no allowed key may give (check_fully_masked)
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -60,12 +65,17 @@ def dtype_name(dtype: torch.dtype) -> str:
 # ---- problems ---------------------------------------------------------------------------------------
 
 
+_OPTIONAL = ("max_logit", "scale", "causal")  # ProblemSpec fields printed only when set
+
+
 @dataclass(frozen=True)
 class ProblemSpec:
     """Everything that makes one attention problem: shapes, mask kind, seed and logit regime.
 
     ``logit_scale`` multiplies q (a peaked softmax); ``max_logit``, when set, rescales q instead
-    so that the largest allowed score is exactly that value.
+    so that the largest allowed score is exactly that value. ``scale`` is the softmax scale passed
+    to the kernel (None: its default 1/sqrt(d_k)); ``causal`` an alignment combined with the
+    key padding of the ``key-padding`` kind.
     """
 
     mask: str = "none"
@@ -79,10 +89,18 @@ class ProblemSpec:
     seed: int = 0
     logit_scale: float = 1.0
     max_logit: float | None = None
+    scale: float | None = None
+    causal: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.causal not in (None, *ALIGNMENTS):
+            raise ValueError(f"causal={self.causal!r}: expected one of {', '.join(ALIGNMENTS)}")
+        if self.causal and self.mask != "key-padding":
+            raise ValueError(f"causal={self.causal} combines with the key-padding mask only, not {self.mask}")
 
     def __str__(self) -> str:  # the --problem syntax of `claims kernel`
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
-                        if f.name != "mask" and not (f.name == "max_logit" and self.max_logit is None))
+                        if f.name != "mask" and not (f.name in _OPTIONAL and getattr(self, f.name) is None))
 
     @classmethod
     def parse(cls, text: str, mask: str = "none") -> "ProblemSpec":
@@ -95,7 +113,8 @@ class ProblemSpec:
                 raise ValueError(f"bad problem field {part!r}: expected NAME=VALUE with NAME one of "
                                  f"{', '.join(n for n in types if n != 'mask')}")
             try:
-                values[name] = float(raw) if name in ("logit_scale", "max_logit") else int(raw)
+                values[name] = (raw if name == "causal" else float(raw) if name in ("logit_scale", *_OPTIONAL)
+                                else int(raw))
             except ValueError:
                 raise ValueError(f"bad problem field {part!r}: {raw!r} is not a number") from None
         return cls(**values)
@@ -123,6 +142,11 @@ class AttentionProblem:
     def gqa(self) -> bool:
         return self.k.shape[1] != self.q.shape[1]
 
+    @property
+    def scale(self) -> float | None:
+        """The softmax scale the kernel is given (None: its default, 1/sqrt(d_k))."""
+        return self.spec.scale if self.spec is not None else None
+
     def cast(self, dtype: torch.dtype, device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor,
                                                                                    torch.Tensor, Mask]:
         """q, k, v and the mask in ``dtype`` on ``device`` (the float bias too; boolean padding keeps its dtype)."""
@@ -136,16 +160,18 @@ def mask_to(m: Mask, device: str | torch.device, dtype: torch.dtype | None = Non
                 None if m.bias is None else m.bias.to(device, dtype))
 
 
-def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Generator) -> Mask:
-    """A mask of ``kind`` that leaves every query at least one key (no fully masked row)."""
+def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Generator,
+              causal: str | None = None) -> Mask:
+    """A mask of ``kind`` that leaves every query at least one key (no fully masked row); ``causal``
+    adds that alignment to key padding (bottom-right needs ``n_k >= n_q``)."""
     if kind == "none":
         return Mask()
     if kind in ("causal-top-left", "causal-bottom-right"):
         return Mask(causal=kind.removeprefix("causal-"))
     if kind == "key-padding":
         keep = torch.rand((b, n_k), generator=gen) < 0.7
-        keep[:, 0] = True  # at least one real key per sequence
-        return Mask(key_padding=keep)
+        keep[:, 0] = True  # at least one real key per sequence (every causal row sees key 0)
+        return Mask(causal=causal, key_padding=keep)
     if kind == "additive":
         bias = torch.randn((b, h_q, n_q, n_k), generator=gen, dtype=torch.float64)
         hidden = torch.rand((b, h_q, n_q, n_k), generator=gen) < 0.2
@@ -163,9 +189,9 @@ def make_problem(spec: ProblemSpec, label: str = "drawn") -> AttentionProblem:
     q = torch.randn((s.B, s.H_q, s.n_q, s.d_k), generator=gen, dtype=torch.float64) * s.logit_scale
     k = torch.randn((s.B, s.H_kv, s.n_k, s.d_k), generator=gen, dtype=torch.float64)
     v = torch.randn((s.B, s.H_kv, s.n_k, s.d_v), generator=gen, dtype=torch.float64)
-    mask = make_mask(s.mask, s.B, s.H_q, s.n_q, s.n_k, gen)
-    if s.max_logit is not None:  # rescale q so that the largest allowed score q k^T / sqrt(d) is max_logit
-        sc = scores(q, k, None, _finite_mask(mask))
+    mask = make_mask(s.mask, s.B, s.H_q, s.n_q, s.n_k, gen, s.causal)
+    if s.max_logit is not None:  # rescale q so that the largest allowed score q k^T * scale is max_logit
+        sc = scores(q, k, s.scale, _finite_mask(mask))
         q = q * (s.max_logit / sc[torch.isfinite(sc)].max().item())
     return AttentionProblem(q, k, v, s.mask, mask, s.seed, spec=s, label=label)
 
@@ -178,15 +204,29 @@ def _finite_mask(mask: Mask) -> Mask:
 
 
 def fixed_problem(kind: str, seed: int, b: int = 1, h_q: int = 4, h_kv: int = 2, n_q: int = 24, n_k: int = 40,
-                  d: int = 16, max_logit: float | None = None) -> AttentionProblem:
+                  d: int = 16, max_logit: float | None = None, scale: float | None = None,
+                  causal: str | None = None) -> AttentionProblem:
     """A problem of one fixed shape (for compiled backends: one shape, one compile)."""
-    return make_problem(ProblemSpec(kind, b, h_q, h_kv, n_q, n_k, d, d, seed, 1.0, max_logit), label="fixed")
+    return make_problem(ProblemSpec(kind, b, h_q, h_kv, n_q, n_k, d, d, seed, 1.0, max_logit, scale, causal),
+                        label="fixed")
 
 
-def fixed_problems(backend: Backend, mask_kind: str) -> list[AttentionProblem]:
-    """See :func:`_fixed_problems`; built once per declared shape (callers only read the tensors)."""
+def fixed_problems(backend: Backend, mask_kind: str, device: str | None = None) -> list[AttentionProblem]:
+    """See :func:`_fixed_problems`; built once per declared shape (callers only read the tensors).
+
+    ``device`` (default: the first declared) decides which causal alignments join the key padding.
+    """
     return list(_fixed_problems(backend.head_dims, backend.equal_head_dims, backend.gqa, mask_kind,
-                                backend.head_dim_multiple))
+                                backend.head_dim_multiple, backend.scale, _padded_alignments(backend, mask_kind, device)))
+
+
+def _padded_alignments(backend: Backend, mask_kind: str, device: str | None = None) -> tuple[str, ...]:
+    """The causal alignments ``backend`` declares on ``device`` (else its first device), for key padding
+    under a causal mask."""
+    if mask_kind != "key-padding" or not backend.devices:
+        return ()
+    masks = (backend.devices.get(device) or next(iter(backend.devices.values()))).masks
+    return tuple(a for a in ALIGNMENTS if f"causal-{a}" in masks)
 
 
 def _round_up(d: int, multiple: int) -> int:
@@ -194,54 +234,78 @@ def _round_up(d: int, multiple: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool,
-                    mask_kind: str, multiple: int = 1) -> tuple[AttentionProblem, ...]:
+def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool, mask_kind: str, multiple: int = 1,
+                    takes_scale: bool = True, padded_alignments: tuple[str, ...] = ()) -> tuple[AttentionProblem, ...]:
     """The problems every case of ``backend`` always sees (labels name them in verdicts).
 
     ``gqa-4/2``: 4 query heads over 2 key/value heads, n_q = 9 < n_k = 20; ``gqa-8/2``: 8 over 2,
     n_q = 9 > n_k = 5 (for bottom-right causal, whose first n_q - n_k rows would see no key, 5 < 9
     instead: the fully-masked case covers those rows); ``large-logits``: 2 over 1, n_q = n_k = 19,
-    q rescaled so the largest allowed score is 110. Without GQA support, H_kv = H_q. Lengths miss
-    every multiple of 16; the keys of ``gqa-4/2`` and ``large-logits`` span two 16-wide tiles (an
-    online softmax must rescale). Head dimensions: 16 (or the smallest declared), and d_v = d_k + 8
-    unless d_v must equal d_k; both rounded up to the declared alignment.
+    q rescaled so the largest allowed score is 110; ``scale-0.3``: 2 over 1, 7 x 11, the caller's
+    scale 0.3 (left out when the kernel declares no ``scale`` argument); ``tiles-64``: one head,
+    n_q = 77 > n_k = 71 (71 > 77 for bottom-right causal), keys and queries across a 64-wide tile;
+    ``decode``: one head, one query against 130 keys (across 64- and 128-wide tiles). In the
+    key-padding case, ``padding+top-left`` and ``padding+bottom-right`` (the shape of ``gqa-4/2``)
+    add each declared causal alignment to the padding. Without GQA support, H_kv = H_q. Lengths
+    miss every multiple of 16; the keys of ``gqa-4/2`` and ``large-logits`` span two 16-wide tiles
+    (an online softmax must rescale), those of ``tiles-64`` and ``decode`` a 64-wide one (two and
+    three tiles). Head dimensions: 16 (or the smallest declared), and d_v = d_k + 8 unless d_v must
+    equal d_k; both rounded up to the declared alignment.
     """
     lo, hi = head_dims
     d = min(_round_up(max(16, lo), multiple), hi)
     step = _round_up(8, multiple)
     d_v = d if equal_head_dims or d + step > hi else d + step
-    n_q, n_k = (9, 5) if mask_kind != "causal-bottom-right" else (5, 9)
-    shapes = [("gqa-4/2", 4, 2, 9, 20, d, d, None), ("gqa-8/2", 8, 2, n_q, n_k, d, d_v, None),
-              ("large-logits", 2, 1, 19, 19, d, d, LARGE_LOGIT)]
+    bottom_right = mask_kind == "causal-bottom-right"
+    n_q, n_k = (5, 9) if bottom_right else (9, 5)
+    long_q, long_k = (71, 77) if bottom_right else (77, 71)
+    # label, H_q, H_kv, n_q, n_k, d_k, d_v, max logit, scale, causal (with the padding); seeds in this order
+    shapes = [("gqa-4/2", 4, 2, 9, 20, d, d, None, None, None), ("gqa-8/2", 8, 2, n_q, n_k, d, d_v, None, None, None),
+              ("large-logits", 2, 1, 19, 19, d, d, LARGE_LOGIT, None, None),
+              ("scale-0.3", 2, 1, 7, 11, d, d_v, None, SCALE, None),
+              ("tiles-64", 1, 1, long_q, long_k, d, d, None, None, None), ("decode", 1, 1, 1, 130, d, d_v, None, None, None)]
+    shapes += [(f"padding+{a}", 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]
     return tuple(make_problem(ProblemSpec(mask_kind, 1, h_q, h_kv if gqa else h_q, nq, nk, dk, dv,
-                                          seed=1000 + i, max_logit=big), label=label)
-                 for i, (label, h_q, h_kv, nq, nk, dk, dv, big) in enumerate(shapes))
+                                          seed=1000 + i, max_logit=big, scale=scale, causal=causal), label=label)
+                 for i, (label, h_q, h_kv, nq, nk, dk, dv, big, scale, causal) in enumerate(shapes)
+                 if (scale is None or takes_scale) and (causal is None or causal in padded_alignments))
 
 
 @st.composite
 def attention_problems(draw, mask_kinds=MASK_KINDS, gqa: bool = True, max_batch: int = 2, max_heads: int = 4,
                        min_n: int = 1, max_n: int = 40, min_d: int = 1, max_d: int = 16, same_dv: bool = False,
-                       logit_scale: tuple[float, ...] = (1.0, 4.0), d_multiple: int = 1) -> AttentionProblem:
+                       logit_scale: tuple[float, ...] = (1.0, 4.0), d_multiple: int = 1,
+                       scales: tuple[float | None, ...] = (None,),
+                       padded_alignments: tuple[str, ...] = ()) -> AttentionProblem:
     """A float64 attention problem; ``logit_scale`` multiplies q to make the softmax peaked; head
-    dimensions are multiples of ``d_multiple`` in ``[min_d, max_d]``."""
+    dimensions are multiples of ``d_multiple`` in ``[min_d, max_d]``; the kernel's ``scale`` is one
+    of ``scales`` (None: its default); key padding may come with one of ``padded_alignments``."""
     kind = draw(st.sampled_from(mask_kinds), label="mask")
+    causal = (draw(st.sampled_from((None, *padded_alignments)), label="causal")
+              if kind == "key-padding" and padded_alignments else None)
     b = draw(st.integers(1, max_batch), label="B")
-    h_kv = draw(st.integers(1, max_heads), label="H_kv")
-    group = draw(st.sampled_from([g for g in (1, 2, 4) if h_kv * g <= max_heads] if gqa else [1]), label="group")
+    # the group first, from a list that does not depend on another draw: each then shrinks on its own
+    group = draw(st.sampled_from([g for g in (1, 2, 4) if g <= max_heads] if gqa else [1]), label="group")
+    h_kv = draw(st.integers(1, max(1, max_heads // group)), label="H_kv")
     n_q = draw(st.integers(min_n, max_n), label="n_q")
     # bottom-right causal with n_q > n_k hides whole rows: keep n_k >= n_q for that mask
-    n_k = draw(st.integers(n_q if kind == "causal-bottom-right" else min_n, max(max_n, n_q)), label="n_k")
+    hides_rows = kind == "causal-bottom-right" or causal == "bottom-right"
+    n_k = draw(st.integers(n_q if hides_rows else min_n, max(max_n, n_q)), label="n_k")
     lo_m = _round_up(min_d, d_multiple) // d_multiple
     hi_m = max(max_d // d_multiple, lo_m)
     d_k = d_multiple * draw(st.integers(lo_m, hi_m), label="d_k")
     d_v = d_k if same_dv else d_multiple * draw(st.integers(lo_m, hi_m), label="d_v")
     seed_ = draw(st.integers(0, 2**31 - 1), label="seed")
     temperature = draw(st.sampled_from(logit_scale), label="logit_scale")
-    return make_problem(ProblemSpec(kind, b, h_kv * group, h_kv, n_q, n_k, d_k, d_v, seed_, temperature))
+    scale = draw(st.sampled_from(scales), label="scale") if len(scales) > 1 else scales[0]
+    return make_problem(ProblemSpec(kind, b, h_kv * group, h_kv, n_q, n_k, d_k, d_v, seed_, temperature,
+                                    scale=scale, causal=causal))
 
 
 def problem_strategy(backend: Backend, mask_kind: str, device: str = "cpu"):
-    """The drawn problems of one case: odd sizes, GQA (groups 1, 2, 4) when declared, head dims in range.
+    """The drawn problems of one case: odd sizes, GQA (groups 1, 2, 4) when declared, head dims in range,
+    the default scale or 0.3 (when the kernel takes ``scale``), key padding alone or under a declared
+    causal alignment.
 
     Interpreted Triton runs one numpy program per 16 rows and head, so its grids are kept small.
     """
@@ -250,7 +314,9 @@ def problem_strategy(backend: Backend, mask_kind: str, device: str = "cpu"):
     small = backend.name == "triton" and device == "cpu"
     return attention_problems(mask_kinds=(mask_kind,), gqa=backend.gqa, min_d=max(1, lo),
                               max_d=min(max(16, lo) + max(8, 2 * m), hi), same_dv=backend.equal_head_dims,
-                              max_batch=1 if small else 2, max_heads=4, max_n=33 if small else 40, d_multiple=m)
+                              max_batch=1 if small else 2, max_heads=4, max_n=33 if small else 40, d_multiple=m,
+                              scales=(None, SCALE) if backend.scale else (None,),
+                              padded_alignments=_padded_alignments(backend, mask_kind, device))
 
 
 # ---- the error-ratio rule ---------------------------------------------------------------------------
@@ -329,13 +395,13 @@ def within_reference_error(actual: torch.Tensor, oracle64: torch.Tensor, naive: 
                                f"{ref_err:.3g} + floor {floor:.3g}")
 
 
-def _outputs(fn: Callable, q, k, v, mask, d_out, backward: bool) -> tuple[torch.Tensor, ...]:
+def _outputs(fn: Callable, q, k, v, mask, d_out, backward: bool, scale: float | None = None) -> tuple[torch.Tensor, ...]:
     """``(out,)`` or ``(out, dq, dk, dv)`` for the loss ``sum(out * d_out)``."""
     if not backward:
         with torch.no_grad():
-            return (fn(q, k, v, None, mask),)
+            return (fn(q, k, v, scale, mask),)
     q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    out = fn(q, k, v, None, mask)
+    out = fn(q, k, v, scale, mask)
     return (out.detach(), *torch.autograd.grad((out * d_out).sum(), (q, k, v)))
 
 
@@ -351,11 +417,12 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
     q64, k64, v64, mask64 = q.double(), k.double(), v.double(), mask_to(mask, device, torch.float64)
     d_out = torch.randn(q.shape[:-1] + (v.shape[-1],), generator=torch.Generator().manual_seed(problem.seed + 1),
                         dtype=torch.float64).to(device, dtype)
-    oracle = _outputs(attention, q64, k64, v64, mask64, d_out.double(), backward)
-    naive = _outputs(attention, q, k, v, mask, d_out, backward)
-    actual = _outputs(fn, q, k, v, mask, d_out, backward)
+    s = problem.scale
+    oracle = _outputs(attention, q64, k64, v64, mask64, d_out.double(), backward, s)
+    naive = _outputs(attention, q, k, v, mask, d_out, backward, s)
+    actual = _outputs(fn, q, k, v, mask, d_out, backward, s)
     # floors scale with the size of the summed terms, not of the result (dK = 0 for one key)
-    terms = attention_term_scales(q64, k64, v64, mask64, d_out.double())
+    terms = attention_term_scales(q64, k64, v64, mask64, d_out.double(), s)
     checks = []
     for part, a, o, n, c in zip(("out", "dq", "dk", "dv"), actual, oracle, naive, (C_OUT, C_GRAD, C_GRAD, C_GRAD)):
         if not isinstance(a, torch.Tensor) or a.shape != o.shape or a.dtype != dtype:
@@ -408,12 +475,24 @@ class MaskedRows:
     ok: bool
     message: str = ""
     visible_error: float | None = None  # relative error of the rows that do see keys
+    judged: bool = True  # False: no convention declared, or "any" (the value is named, not judged)
+    detail: str = ""  # what an "other" value is, when recognised (the mean of V)
 
 
 def check_fully_masked(backend: Backend, device: str = "cpu", skip: Callable[[str], str | None] = lambda kind: None
                        ) -> list[MaskedRows]:
-    """Each fully-masked problem: the hidden rows follow ``backend.fully_masked`` (when declared) and
-    the visible rows agree with the float64 reference. ``skip(kind)`` may give a reason not to run one."""
+    """Each fully-masked problem: the hidden rows follow ``backend.fully_masked`` and the visible rows
+    agree with the float64 reference. ``skip(kind)`` may give a reason not to run one.
+
+    A row with no allowed key has no softmax (0/0). Two conventions answer it, and a kernel may declare
+    either (:data:`FULLY_MASKED_CONVENTIONS`): ``nan``, the formula's own answer (the float64 reference),
+    and ``zero``, the fused kernels' (FlashAttention, FlexAttention, SDPA's CPU kernels guard the row
+    sum l = 0 and return O = 0). Any other value is computed from
+    keys the mask hides -- the mean of V when masking adds a large finite negative instead of -inf, so
+    every hidden key gets the same weight -- and no reference gives it: a kernel that declares nothing
+    passes with nan or zero (named, not judged) and fails with anything else; ``any`` declares on
+    purpose that the kernel leaves these rows unspecified (named, never judged).
+    """
     from impl.backends import supports
 
     rows = []
@@ -431,9 +510,13 @@ def check_fully_masked(backend: Backend, device: str = "cpu", skip: Callable[[st
             out = backend.fn(dq, dk, dv, None, dev_mask).cpu()
         got = out[..., hidden, :]
         seen = "nan" if torch.isnan(got).all() else "zero" if (got == 0).all() else "other"
+        detail = _other_value(got, v, q.shape[1] // v.shape[1]) if seen == "other" else ""
+        declared = backend.fully_masked
         problems = []
-        if backend.fully_masked is not None and seen != backend.fully_masked:
-            problems.append(f"fully masked rows give {seen}, declared {backend.fully_masked}")
+        if declared in FULLY_MASKED_CONVENTIONS and seen != declared:
+            problems.append(f"fully masked rows give {detail or seen}, declared {declared}")
+        elif declared is None and seen not in FULLY_MASKED_CONVENTIONS:
+            problems.append(f"fully masked rows give {detail or 'other'}, neither nan nor zero (nothing declared)")
         err = None
         if hidden != slice(None):  # the rows that see keys agree with the reference
             m64 = mask if mask.bias is None else Mask(bias=mask.bias.double())
@@ -442,8 +525,18 @@ def check_fully_masked(backend: Backend, device: str = "cpu", skip: Callable[[st
             # float32 over <= 40 keys and 16 dims: a few dozen roundings of 6e-8 each; 1e-5 is ~80 float32 epsilons
             if not err <= 1e-5:
                 problems.append(f"rows with allowed keys are wrong next to fully masked rows (relative error {err:.3g})")
-        rows.append(MaskedRows(kind, seen, not problems, "; ".join(problems), err))
+        rows.append(MaskedRows(kind, seen, not problems, "; ".join(problems), err,
+                               judged=declared in FULLY_MASKED_CONVENTIONS
+                               or (declared is None and seen not in FULLY_MASKED_CONVENTIONS), detail=detail))
     return rows
+
+
+def _other_value(got: torch.Tensor, v: torch.Tensor, group: int) -> str:
+    """``"the mean of V"`` when the hidden rows ``got`` (B, H_q, rows, d_v) are the mean over every key
+    of their key/value head (uniform weights), else ``"other"``."""
+    mean = repeat_kv(v.double().mean(-2, keepdim=True), group).expand(got.shape)
+    # float32 means of <= 40 values of size ~3: a few dozen roundings of 6e-8 each; 1e-5 is ~80 float32 epsilons
+    return "the mean of V" if relative_error(got, mean) <= 1e-5 else "other"
 
 
 def relative_error(x: torch.Tensor, reference: torch.Tensor) -> float:
@@ -558,7 +651,14 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
         if bad:
             result.status = "fail"
             result.failed_checks = [f"fully-masked-{r.mask}" for r in bad]
-            result.message = "; ".join(f"{r.mask}: {r.message}" for r in bad)
+            by_message: dict[str, list[str]] = {}
+            for r in bad:
+                by_message.setdefault(r.message, []).append(r.mask)
+            result.message = "; ".join(f"{', '.join(masks)}: {message}" for message, masks in by_message.items())
+            if backend.fully_masked is None and any(r.seen == "other" for r in bad):
+                result.message += ("; that value comes from keys the mask hides and no reference gives it (the "
+                                   "reference: NaN, fused kernels: 0); declare fully_masked 'any' if the kernel "
+                                   "leaves these rows unspecified on purpose")
         return result
     backward = backend.devices[case.device].backward
 
@@ -575,7 +675,7 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
         result.status, result.failing = "fail", problem
         result.message = _summary(checks)
 
-    for problem in fixed_problems(backend, case.mask):
+    for problem in fixed_problems(backend, case.mask, case.device):
         if refused(problem):
             continue
         try:
@@ -662,7 +762,7 @@ def run_matrix(backend: Backend, device: str = "cpu", dtypes=None, masks=None, e
 
 
 CAPABILITY_KEYS = ("devices", "dtypes", "masks", "gqa", "backward", "head_dims", "equal_head_dims", "fully_masked",
-                   "head_dim_multiple", "declines")
+                   "head_dim_multiple", "declines", "scale")
 
 
 def load_function(spec: str) -> Callable:
@@ -684,7 +784,8 @@ def load_function(spec: str) -> Callable:
 def declared_backend(fn: Callable, name: str, device: str | None = None, **overrides: Any) -> Backend:
     """A :class:`Backend` for a user's function: capabilities from ``fn.claims_capabilities`` (a dict
     of :data:`CAPABILITY_KEYS`), then ``overrides`` (None = not given). Defaults: CPU, float32, float16
-    and bfloat16, every mask, GQA, no backward, any head dimension, fully masked rows not declared.
+    and bfloat16, every mask, GQA, no backward, any head dimension, the caller's ``scale`` taken, fully
+    masked rows not declared (nan or zero named, any other value fails: :func:`check_fully_masked`).
     ``declines``, if given, is the kernel's own rule for one problem, ``(q, k, v, mask, backward) ->
     reason or None``: the problems it refuses are listed in the verdict, not checked, and never pass.
     """
@@ -704,8 +805,9 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
         raise ValueError(f"unknown mask features {sorted(masks - ALL_MASKS)}; known: {', '.join(sorted(ALL_MASKS))}")
     lo, hi = declared.get("head_dims") or (1, 1 << 16)
     fully_masked = declared.get("fully_masked")
-    if fully_masked not in (None, "zero", "nan"):
-        raise ValueError(f"fully_masked={fully_masked!r}: expected 'zero', 'nan' or None (not declared)")
+    if fully_masked not in (None, *FULLY_MASKED_CONVENTIONS, "any"):
+        raise ValueError(f"fully_masked={fully_masked!r}: expected 'nan' (the reference's 0/0), 'zero' (the fused "
+                         f"kernels' convention), 'any' (left unspecified on purpose) or None (not declared)")
     multiple = declared.get("head_dim_multiple", 1)
     if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
         raise ValueError(f"head_dim_multiple={multiple!r}: expected a positive integer")
@@ -716,6 +818,7 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
     return Backend(name, fn, {d: support for d in devices}, gqa=bool(declared.get("gqa", True)),
                    head_dims=(int(lo), int(hi)), equal_head_dims=bool(declared.get("equal_head_dims", False)),
                    fully_masked=fully_masked, head_dim_multiple=multiple, declines=refuses,
+                   scale=bool(declared.get("scale", True)),
                    doc=f"{name} (checked by claims kernel)")
 
 
@@ -749,6 +852,9 @@ def run_problem(backend: Backend, case: Case, spec: ProblemSpec) -> CaseResult:
     result = CaseResult(case)
     problem = make_problem(spec, label="given")
     backward = backend.devices[case.device].backward
+    if spec.scale is not None and not backend.scale:
+        result.declined.append((f"{problem.label} {problem.shape}", "the kernel declares no scale argument"))
+        return _declined_only(result)
     if _refusal(backend, result, problem, backward):
         return _declined_only(result)
     try:

@@ -8,7 +8,8 @@ Every backend is a function with the contract of :func:`impl.attention.attention
 and a :class:`Backend` entry saying, per device type, which dtypes and mask features it
 supports and whether it has a backward pass (:class:`Support`); whether it supports
 grouped-query attention (``H_kv < H_q``); which head dimensions (and whether ``d_v`` must equal
-``d_k``, or be a multiple of some alignment); and what a fully masked row gives.
+``d_k``, or be a multiple of some alignment); whether it takes the caller's ``scale``; and what a
+fully masked row gives.
 :func:`available` and :func:`supports` answer "can this run here?" with a reason, so that a test
 or a benchmark skips visibly; :func:`declines` answers it for one problem, where the kernel's
 own library has finer rules than a declaration can say (SDPA's CUDA kernels: ask torch)::
@@ -67,10 +68,13 @@ class Backend:
     head_dims: tuple[int, int] = (1, 1 << 16)
     equal_head_dims: bool = False  # needs d_v = d_k
     requires: Callable[[str], str | None] = lambda device: None  # why it cannot run on this device type here
-    fully_masked: str | None = "zero"  # a row with no allowed key gives: "zero", "nan", None = not declared
+    # a row with no allowed key gives: "zero" (fused kernels), "nan" (the reference's 0/0), "any" (left
+    # unspecified on purpose: never judged), None = not declared (nan or zero accepted, anything else fails)
+    fully_masked: str | None = "zero"
     head_dim_multiple: int = 1  # d_k and d_v must be multiples of this (the kernel's alignment)
     # the kernel's own rule for one problem: (q, k, v, mask, backward) -> why it would not run it, or None
     declines: Callable[..., str | None] | None = None
+    scale: bool = True  # takes the caller's softmax scale (False: only its default 1/sqrt(d_k) is checked, and said)
     doc: str = ""
 
 

@@ -5,8 +5,9 @@ backend computing in precision p errs, against the float64 reference, by at most
 error of the naive reference computed in the same precision p, plus a floor of a few units of
 p's epsilon (DESIGN.md; FlashAttention's tests/test_flash_attn.py). Every case (backend x dtype x
 mask) sees the fixed problems of :func:`claimcheck.kernel.fixed_problems` (4 and 8 query heads
-over 2 key/value heads, odd lengths, n_q < n_k and n_q > n_k, scores up to 110) and problems
-drawn with a seed of its own. Each observed ratio is recorded as
+over 2 key/value heads, odd lengths, n_q < n_k and n_q > n_k, scores up to 110, the caller's scale
+0.3, 71 keys across a 64-wide tile, one query against 130 keys, and key padding under each declared
+causal alignment) and problems drawn with a seed of its own. Each observed ratio is recorded as
 ``error_ratio[backend=...,dtype=...,mask=...,out|dq|dk|dv]``.
 
 ``pytest properties/test_backends.py --backend mypkg.attn:fn`` runs the same matrix on a user's
@@ -18,7 +19,8 @@ Backends that cannot run here (a missing package, Triton compiled for the GPU wi
 and mask features a backend does not declare are skipped with their reason; problems a kernel's
 own library refuses (SDPA's CUDA eligibility rules) are recorded, and a case whose every problem
 is refused is skipped with torch's reason. Behaviour that differs between backends (fully masked
-rows) is asserted against each backend's declaration and recorded.
+rows) is asserted against each backend's declaration and recorded: nan or zero, or either when
+nothing is declared (anything else, such as the mean of V, fails).
 """
 import pytest
 import torch
@@ -124,15 +126,23 @@ def test_backend_error_is_within_c_times_the_naive_same_precision_error(backends
 def test_flex_attention_error_is_within_c_times_the_naive_same_precision_error(backends, device, flex_seed):
     """FlexAttention in one test: one pytest node runs in one process, so torch.compile's first, slow
     compile happens once; every dtype and mask in one GQA shape (4 over 2 heads, n_q = 24 < n_k = 40),
-    with ordinary and with large logits (largest score 110: the same graph), then its fully masked rows.
-    8 over 2 heads and n_q > n_k would each be one more ~4 s compile."""
+    with ordinary and with large logits (largest score 110: the same graph), key padding under each
+    causal alignment (the mask_mod reads both from tensors: the same graph), and in float32 the caller's
+    scale 0.3 (one more compile: the scale is a constant of the graph), then its fully masked rows.
+    8 over 2 heads, n_q > n_k, 71 keys or one query would each be one more ~4 s compile a dtype
+    (``claims kernel flex`` runs them all, a compile each)."""
     if "flex" not in backends:
         pytest.skip("--backend: checking the given function only")
     flex = BACKENDS["flex"]
     for dtype in DTYPES:
         _skip_unless_runs(flex, device, dtype)
         for kind in MASK_KINDS:
-            for problem in (fixed_problem(kind, flex_seed), fixed_problem(kind, flex_seed, max_logit=kernel.LARGE_LOGIT)):
+            problems = [fixed_problem(kind, flex_seed), fixed_problem(kind, flex_seed, max_logit=kernel.LARGE_LOGIT)]
+            if kind == "key-padding":
+                problems += [fixed_problem(kind, flex_seed, causal=a) for a in ("top-left", "bottom-right")]
+            if kind == "none" and dtype == torch.float32:
+                problems.append(fixed_problem(kind, flex_seed, scale=kernel.SCALE))
+            for problem in problems:
                 checks = kernel.check_problem(flex.fn, dtype, problem, flex.devices[device].backward, device)
                 where = f"backend=flex,device={device},dtype={_name(dtype)},mask={kind}"
                 for c in checks:

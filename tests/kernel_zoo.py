@@ -19,6 +19,7 @@ from impl.attention import Mask, default_scale, mask_bias, repeat_kv
 FORWARD = {"dtypes": ["float32", "float16"], "backward": False, "fully_masked": None}
 BACKWARD = {**FORWARD, "backward": True}
 BLOCK = 16  # key tile of the tiled variants
+WIDE_BLOCK = 64  # the key tile of most fused forwards: a bug in it shows only past 64 keys
 
 
 @dataclass(frozen=True)
@@ -79,23 +80,23 @@ def causal_always_top_left(q, k, v, scale=None, mask=None):
     return _softmax_v(_scores(q, k, scale, mask), v)
 
 
-def _tiled(q, k, v, scale, mask, rescale=True, tail=True, normalise=True):
-    """Online softmax over key tiles of 16 in float32 (the FlashAttention forward), with switchable bugs."""
+def _tiled(q, k, v, scale, mask, rescale=True, tail=True, normalise=True, block=BLOCK):
+    """Online softmax over key tiles of ``block`` in float32 (the FlashAttention forward), with switchable bugs."""
     k, v = _heads(q, k, v)
     s_all = _scores(q.float(), k.float(), scale, mask)
     m = torch.full(s_all.shape[:-1], -math.inf)
     l = torch.zeros(s_all.shape[:-1])
     acc = torch.zeros(q.shape[:-1] + (v.shape[-1],))
     n_k = k.shape[-2]
-    stop = n_k if tail else n_k - n_k % BLOCK  # without the tail: the last partial tile is dropped
-    for j in range(0, stop, BLOCK):
-        s = s_all[..., j:j + BLOCK]
+    stop = n_k if tail else n_k - n_k % block  # without the tail: the last partial tile is dropped
+    for j in range(0, stop, block):
+        s = s_all[..., j:j + block]
         m_new = torch.maximum(m, s.amax(-1))
         shift = torch.where(m_new == -math.inf, 0.0, m_new)
         p = torch.exp(s - shift[..., None])
         alpha = torch.exp(m - shift) if rescale else torch.ones_like(m)  # without rescaling: stale sums
         l = alpha * l + p.sum(-1)
-        acc = alpha[..., None] * acc + p @ v[..., j:j + BLOCK, :].float()
+        acc = alpha[..., None] * acc + p @ v[..., j:j + block, :].float()
         m = m_new
     out = acc / l[..., None] if normalise else acc
     return out.to(q.dtype)
@@ -103,6 +104,10 @@ def _tiled(q, k, v, scale, mask, rescale=True, tail=True, normalise=True):
 
 def online_softmax_without_rescaling(q, k, v, scale=None, mask=None):
     return _tiled(q, k, v, scale, mask, rescale=False)
+
+
+def online_softmax_64_without_rescaling(q, k, v, scale=None, mask=None):
+    return _tiled(q, k, v, scale, mask, rescale=False, block=WIDE_BLOCK)  # right for up to 64 keys, one tile
 
 
 def dropped_tail_block(q, k, v, scale=None, mask=None):
@@ -121,6 +126,37 @@ def float16_accumulation(q, k, v, scale=None, mask=None):
     s = _scores(q.to(h), k.to(h), scale, m)
     p = torch.softmax(s, dim=-1)
     return (p @ v.to(h)).to(q.dtype)
+
+
+def scale_ignored(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    return _softmax_v(_scores(q, k, None, mask), v)  # always 1/sqrt(d), whatever the caller passed
+
+
+def causal_dropped_for_one_query(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    if mask is not None and mask.causal and q.shape[-2] == 1:  # "one query sees every key": true bottom-right only
+        mask = Mask(None, mask.key_padding, mask.bias)
+    return _softmax_v(_scores(q, k, scale, mask), v)
+
+
+def padding_dropped_under_causal(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    if mask is not None and mask.causal:
+        mask = Mask(mask.causal, None, mask.bias)  # the causal path forgets the key padding
+    return _softmax_v(_scores(q, k, scale, mask), v)
+
+
+def mean_of_v_on_fully_masked_rows(q, k, v, scale=None, mask=None):
+    """Masks by adding the dtype's most negative finite number instead of -inf: right wherever a row
+    keeps a key, but a row with none gets equal weights, the mean of V over the keys it must not see."""
+    k, v = _heads(q, k, v)
+    s = _scores(q.float(), k.float(), scale, None)
+    bias = mask_bias(mask, q.shape[-2], k.shape[-2], torch.float32, q.device)
+    if bias is not None:
+        s = s + bias.nan_to_num(neginf=0.0)  # the finite part of the bias (none for boolean masks)
+        s = s.masked_fill(torch.isinf(bias), torch.finfo(torch.float32).min)
+    return (torch.softmax(s, dim=-1) @ v.float()).to(q.dtype)
 
 
 def gqa_modulo(q, k, v, scale=None, mask=None):
@@ -234,6 +270,8 @@ ZOO = [
           "float32-causal-bottom-right", "gqa-4/2:out"),
     Wrong("online-softmax-without-rescaling", _declare(online_softmax_without_rescaling, **FORWARD),
           "old accumulators not rescaled by exp(m_old - m_new)", "float32-none", "gqa-4/2:out"),
+    Wrong("online-softmax-64-without-rescaling", _declare(online_softmax_64_without_rescaling, **FORWARD),
+          "no rescaling across 64-wide key tiles (exact up to 64 keys)", "float32-none", "tiles-64:out"),
     Wrong("dropped-tail-block", _declare(dropped_tail_block, **FORWARD), "the last partial key tile is skipped",
           "float32-none", "gqa-4/2:out"),
     Wrong("missing-normalisation", _declare(missing_normalisation, **FORWARD), "the output is not divided by l",
@@ -242,6 +280,12 @@ ZOO = [
           "products and sums in float16 for float32 inputs", "float32-none", "gqa-4/2:out"),
     Wrong("gqa-modulo", _declare(gqa_modulo, **FORWARD), "query head h reads key/value head h % H_kv",
           "float32-none", "gqa-4/2:out"),
+    Wrong("scale-ignored", _declare(scale_ignored, **FORWARD), "the caller's scale is ignored (always 1/sqrt(d))",
+          "float32-none", "scale-0.3:out"),
+    Wrong("causal-dropped-for-one-query", _declare(causal_dropped_for_one_query, **FORWARD),
+          "a single query attends to every key under top-left causal", "float32-causal-top-left", "decode:out"),
+    Wrong("padding-dropped-under-causal", _declare(padding_dropped_under_causal, **FORWARD),
+          "key padding dropped when a causal mask comes with it", "float32-key-padding", "padding+top-left:out"),
     Wrong("no-max-subtraction", _declare(no_max_subtraction, **FORWARD), "exp(S) without subtracting the row max",
           "float32-none", "large-logits:out"),
     Wrong("mask-after-softmax", _declare(mask_after_softmax, **FORWARD), "masked weights zeroed after the softmax",
@@ -252,6 +296,9 @@ ZOO = [
           "float32-additive", "gqa-4/2:out"),
     Wrong("nan-on-fully-masked-rows", _declare(nan_on_fully_masked_rows, **{**FORWARD, "fully_masked": "zero"}),
           "fully masked rows give NaN while the kernel declares 0", "float32-fully-masked", "fully-masked-key-padding"),
+    Wrong("mean-of-v-on-fully-masked-rows", _declare(mean_of_v_on_fully_masked_rows, **FORWARD),
+          "masked by the most negative float, not -inf: a fully masked row is the mean of V (nothing declared)",
+          "float32-fully-masked", "fully-masked-key-padding"),
     Wrong("wrong-lse-in-backward", _declare(wrong_lse_in_backward, **BACKWARD),
           "the backward recomputes P with a log-sum-exp missing the row max", "float32-none", "gqa-4/2:dq"),
     Wrong("dkdv-not-summed-over-the-group", _declare(dkdv_not_summed_over_the_group, **BACKWARD),

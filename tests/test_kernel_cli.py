@@ -65,6 +65,33 @@ def test_capabilities_are_read_from_the_functions_attribute(capsys):
     assert code == 0 and "backward no" in out, out  # the forward is right
 
 
+def test_a_kernel_that_ignores_the_scale_fails_on_the_scale_problem_and_its_repro_passes_the_scale(capsys):
+    code, out = _run(capsys, "tests.kernel_zoo:scale_ignored", *NARROW)
+    assert code == 1 and "scale-0.3:out" in out and "scale 0.3" in out, out
+    repro = re.search(r"repro: claims kernel (.*)", out).group(1)
+    assert "scale=0.3" in repro
+    code, again = _run(capsys, *shlex.split(repro))
+    assert code == 1 and "given:out" in again, again
+
+
+def test_a_kernel_without_a_scale_argument_is_checked_at_its_default_and_the_verdict_says_so(capsys):
+    code, out = _run(capsys, "tests.kernel_zoo:scale_ignored", *NARROW, "--no-scale")
+    assert code == 0 and "scale no" in out and "only its default 1/sqrt(d_k) was checked" in out, out
+
+
+def test_fully_masked_rows_not_declared_are_named_and_fail_only_with_a_value_no_reference_gives(capsys):
+    code, out = _run(capsys, "impl.attention:attention", "--mask", "fully-masked")
+    assert code == 0 and "key-padding: nan" in out and "not judged: no convention declared" in out, out
+    code, out = _run(capsys, "tests.kernel_zoo:mean_of_v_on_fully_masked_rows", "--mask", "fully-masked")
+    assert code == 1 and "key-padding: the mean of V" in out and "no reference gives it" in out, out
+    code, out = _run(capsys, "tests.kernel_zoo:mean_of_v_on_fully_masked_rows", "--mask", "fully-masked",
+                     "--fully-masked", "any")
+    assert code == 0 and "not judged: declared any" in out, out
+    code, out = _run(capsys, "tests.kernel_zoo:mean_of_v_on_fully_masked_rows", "--mask", "fully-masked",
+                     "--fully-masked", "zero")
+    assert code == 1 and "give the mean of V, declared zero" in out, out
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["nosuchmodule:fn"], "No module named 'nosuchmodule'"),
     (["impl.attention"], "neither module:function nor a backend"),
@@ -73,15 +100,27 @@ def test_capabilities_are_read_from_the_functions_attribute(capsys):
     (["impl.attention:attention", "--problem", "B=1", "--dtype", "float32"], "exactly one --mask"),
     (["impl.attention:attention", "--mask", "none", "--dtype", "float32", "--problem", "Q=1"], "bad problem field"),
     (["triton", "--gqa"], "registry backend"),
+    (["tests.test_kernel_cli:declares_the_mean_of_v"], "expected 'nan'"),
 ])
 def test_usage_errors_exit_2_saying_why(capsys, argv, needle):
     code, out = _run(capsys, *argv)
     assert code == 2 and needle in out, out
 
 
+def declares_the_mean_of_v(q, k, v, scale=None, mask=None):
+    raise AssertionError("never called: its declaration is refused")
+
+
+declares_the_mean_of_v.claims_capabilities = {"fully_masked": "mean"}  # not a convention: nan, zero or any
+
+
 def test_a_problem_spec_prints_as_it_parses():
     spec = ProblemSpec("additive", 2, 4, 2, 9, 20, 16, 24, 7, 4.0, 110.0)
     assert ProblemSpec.parse(str(spec), "additive") == spec
+    spec = ProblemSpec("key-padding", 1, 2, 1, 7, 11, 16, 16, 3, 1.0, None, 0.3, "bottom-right")
+    assert ProblemSpec.parse(str(spec), "key-padding") == spec and "scale=0.3,causal=bottom-right" in str(spec)
+    with pytest.raises(ValueError, match="key-padding mask only"):
+        ProblemSpec("none", causal="top-left")
 
 
 def test_the_pytest_option_runs_the_same_matrix_on_a_given_function(tmp_path):

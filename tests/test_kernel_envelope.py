@@ -57,8 +57,11 @@ def test_a_case_whose_every_problem_is_declined_is_a_skip_not_a_pass():
 def test_a_wrong_kernel_that_declines_some_problems_is_still_caught_on_the_rest():
     backend = kernel.declared_backend(_recording([], wrong=True), "wrong", declines=_refuse_shared_heads)
     result = kernel.run_case(backend, kernel.Case(torch.float32, "none"), examples=2, base_seed=0, shrink=False)
-    assert len(result.declined) == 3  # every fixed problem has shared heads (large-logits: 2 over 1)
+    shared = {p.label for p in kernel.fixed_problems(backend, "none") if p.gqa}
+    assert shared == {"gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3"}  # tiles-64 and decode have one head
+    assert {label.split()[0] for label, _ in result.declined} & {p.label for p in kernel.fixed_problems(backend, "none")} == shared
     assert result.status == "fail" and "drawn:out" in result.failed_checks
+    assert {"tiles-64:out", "decode:out"} <= set(result.failed_checks)
 
 
 def test_fully_masked_rows_the_library_declines_are_not_supported_with_its_reason():

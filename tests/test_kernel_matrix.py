@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
 
 from claimcheck import kernel
 from impl.attention import attention, scores
@@ -27,7 +28,72 @@ def test_every_case_sees_shared_heads_odd_lengths_both_length_orders_and_overflo
     assert FLOAT32_EXP_OVERFLOW < s[torch.isfinite(s)].max().item() <= kernel.LARGE_LOGIT + 1e-9
     lo, hi = backend.head_dims
     assert all(lo <= p.q.shape[-1] <= hi for p in problems.values())
-    assert not any(torch.isnan(attention(p.q, p.k, p.v, mask=p.mask)).any() for p in problems.values())
+    assert not any(torch.isnan(attention(p.q, p.k, p.v, p.scale, p.mask)).any() for p in problems.values())
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+@pytest.mark.parametrize("mask_kind", kernel.MASK_KINDS)
+def test_every_case_sees_keys_across_a_64_wide_tile_one_query_over_many_keys_and_the_callers_scale(name, mask_kind):
+    backend = BACKENDS[name]
+    problems = {p.label: p for p in kernel.fixed_problems(backend, mask_kind)}
+    tiles, decode = problems["tiles-64"], problems["decode"]
+    n_q, n_k = tiles.q.shape[2], tiles.k.shape[2]
+    assert kernel.WIDE_TILE < min(n_q, n_k) < 2 * kernel.WIDE_TILE and n_k % kernel.TILE and n_q % kernel.TILE
+    assert (n_q > n_k) == (mask_kind != "causal-bottom-right")  # the other order is decode's
+    assert decode.q.shape[2] == 1 and decode.k.shape[2] > 2 * kernel.WIDE_TILE and decode.k.shape[2] % kernel.TILE
+    scaled = [p for p in problems.values() if p.scale is not None]
+    assert [p.label for p in scaled] == ["scale-0.3"] and scaled[0].scale != kernel.default_scale(scaled[0].q.shape[-1])
+
+
+@pytest.mark.parametrize("name", [b for b in BACKENDS if "key-padding" in next(iter(BACKENDS[b].devices.values())).masks])
+def test_key_padding_is_also_checked_under_every_declared_causal_alignment(name):
+    backend = BACKENDS[name]
+    masks = next(iter(backend.devices.values())).masks
+    combined = {p.mask.causal for p in kernel.fixed_problems(backend, "key-padding") if p.mask.causal}
+    assert combined == {a for a in ("top-left", "bottom-right") if f"causal-{a}" in masks} != set()
+    for p in kernel.fixed_problems(backend, "key-padding"):
+        if p.mask.causal:
+            assert p.mask.key_padding is not None and not p.mask.key_padding.all()  # some keys are padded
+            allowed = torch.isfinite(scores(p.q, p.k, None, p.mask))
+            visible = torch.isfinite(scores(p.q, p.k, None, kernel.Mask(causal=p.mask.causal)))
+            assert allowed.any(-1).all() and (visible & ~allowed).any()  # padding hides keys the causal mask shows
+    drawn = kernel.problem_strategy(backend, "key-padding")
+    seen = set()
+
+    @settings(max_examples=30, database=None, derandomize=True)
+    @given(drawn)
+    def collect(problem):
+        seen.add(problem.mask.causal)
+
+    collect()
+    assert seen == {None} | combined  # drawn problems combine them too
+
+
+def test_the_rule_bounds_the_largest_error_not_the_mean():
+    """One entry of 4096 off by 1e-4: the max error breaks the rule; a mean error would hide it."""
+    oracle = torch.randn(64, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    naive = oracle.float()  # one rounding per entry: error <= half an ulp
+    actual = naive.clone()
+    actual[3, 5] += 1e-4
+    check = kernel.within_reference_error(actual, oracle, naive, kernel.C_OUT, floor_ulps=kernel.FLOOR_ULPS, scale=1.0)
+    assert not check.ok and check.error >= 1e-4 - 1e-6
+    mean = lambda x: (x.double() - oracle).abs().mean().item()  # noqa: E731
+    assert mean(actual) <= kernel.C_OUT * mean(naive) + check.floor  # the mean rule would accept it
+
+
+def test_the_rule_adds_the_floor_once_not_c_times():
+    """error <= c x naive + floor: an error of c x naive + 1.5 floors fails (it is within c x (naive + floor))."""
+    oracle = torch.zeros(8, dtype=torch.float64)
+    naive = torch.zeros(8)
+    naive[2] = 1e-6
+    floor = kernel.FLOOR_ULPS * kernel.EPS[torch.float32]  # the floor for terms of size 1
+    for extra, ok in ((0.5, True), (1.5, False)):
+        actual = torch.zeros(8)
+        actual[6] = kernel.C_OUT * naive[2].item() + extra * floor  # float32 rounds it by 6e-8 relative: << 0.5 floor
+        check = kernel.within_reference_error(actual, oracle, naive, kernel.C_OUT, floor_ulps=kernel.FLOOR_ULPS,
+                                              scale=1.0)
+        assert check.floor == floor and check.ok is ok, (extra, check)
+        assert check.error <= kernel.C_OUT * (check.naive_error + check.floor)  # c x (naive + floor) would pass both
 
 
 def _recording_kernel(seen: list):
