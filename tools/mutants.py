@@ -107,6 +107,10 @@ MUTANTS = [
     # the adapters (impl/backends.py)
     _m("sdpa-causal-dropped", "backends.py", '    if features == {"causal-top-left"}:\n        return None, True',
        '    if features == {"causal-top-left"}:\n        return None, False', "SDPA's top-left causal mask dropped"),
+    _m("sdpa-padding-dropped-under-causal", "backends.py", '    if features == {"causal-top-left"}:\n        return None, True',
+       '    if "causal-top-left" in features:\n        return None, True', "SDPA's top-left causal mask drops the key padding"),
+    _m("flex-padding-dropped-under-causal", "backends.py", "return keep[bi, ki] & (~causal | (ki <= qi + offset))",
+       "return torch.where(causal, ki <= qi + offset, keep[bi, ki])", "FlexAttention's causal mask drops the key padding"),
     _m("flex-offset-sign", "backends.py", 'offset = torch.tensor(n_k - n_q if mask.causal == "bottom-right" else 0',
        'offset = torch.tensor(n_q - n_k if mask.causal == "bottom-right" else 0', "FlexAttention's bottom-right offset sign"),
     _m("softmax-logsumexp-unshifted", "softmax.py",
