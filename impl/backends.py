@@ -158,9 +158,17 @@ def sdpa_refusal(kernel_name: str, q, k, v, mask, backward: bool = False) -> str
 
 @functools.cache
 def compiled_flex_attention() -> Callable:
-    """``torch.compile(flex_attention)``, built once per process (shapes static: one graph per shape)."""
+    """``torch.compile(flex_attention)``, built once per process (shapes static: one graph per shape).
+
+    Every shape, dtype, mask structure and scale is one more graph, and past dynamo's default limit of 8
+    recompiles a compiled function silently falls back to eager: the backend matrix would then judge the
+    unfused path under FlexAttention's name. The limit is raised to 64 graphs and hitting it is an error.
+    """
+    import torch._dynamo.config as dynamo
     from torch.nn.attention.flex_attention import flex_attention
 
+    dynamo.recompile_limit = max(dynamo.recompile_limit, 64)
+    dynamo.fail_on_recompile_limit_hit = True
     return torch.compile(flex_attention, dynamic=False)
 
 
