@@ -110,13 +110,13 @@ def compare(attribution: dict[str, Any], record: Reference) -> list[FieldCheck]:
         recorded = need("authors", record.authors)
         et_al = bool(attribution.get("et_al"))
         stated = attribution["authors"] + (["et al."] if et_al else [])
-        if not _authors(attribution["authors"], et_al, recorded) and _same_people(attribution["authors"], et_al, recorded):
+        in_order = _authors(attribution["authors"], et_al, recorded)
+        if not in_order and _same_people(attribution["authors"], et_al, recorded):
             # the right people in another order: the work is identified, its citation is off (bibliographic)
             checks.append(FieldCheck("authors", stated, list(recorded), True, True))
             checks.append(FieldCheck("author order", stated, list(recorded), False, False))
         else:
-            checks.append(FieldCheck("authors", stated, list(recorded), _authors(attribution["authors"], et_al, recorded),
-                                     True))
+            checks.append(FieldCheck("authors", stated, list(recorded), in_order, True))
     if "title" in attribution:
         recorded = need("title", record.title)
         checks.append(FieldCheck("title", attribution["title"], recorded, fold(attribution["title"]) == fold(recorded),
