@@ -291,3 +291,16 @@ def test_a_claim_whose_evidence_is_split_over_two_runs_is_judged_on_both(pyteste
         assert (pytester.path / "results" / "claims-results.json").exists(), out.stdout.str()[-3000:]
     rows = {r["id"]: r for r in json.loads((pytester.path / "results" / "claims-results.json").read_text())["claims"]}
     assert rows["t.split"]["status"] == "refuted", rows["t.split"]
+
+
+def test_failures_hypothesis_formats_inside_a_refutation_or_control_get_pythons_traceback_text():
+    """Hypothesis formats each failure it reports with the item's repr_failure; inside a refutation or a
+    control the plugin hands it Python's traceback text (pytest's re-parses every source file, ~70 ms)."""
+    from claimcheck import plugin
+
+    try:
+        raise ValueError("the message")
+    except ValueError:
+        info = pytest.ExceptionInfo.from_current()
+    text = plugin._plain_traceback(info)
+    assert text.startswith("Traceback (most recent call last)") and text.rstrip().endswith("ValueError: the message")
