@@ -690,8 +690,11 @@ def _experiment(e: dict) -> str:
     scale = ", ".join(f"{_e(k)} {_e(v)}" for k, v in e["scale"].items() if k != "extra")
     extra = ", ".join(f"{_e(k)} = {_e(v)}" for k, v in (e["scale"].get("extra") or {}).items())
     head = (f'<div class="experiment"><h3>Experiment <code>{_e(e["name"])}</code></h3>'
-            f'<p><b>Pre-registered prediction:</b> {_e(e["prediction"])} '
+            f'<p><b>Registered prediction:</b> {_e(e["prediction"])} '
             f'(<code>{_e(e["metric"])} {_e(e["comparison"])} {_e(e["threshold"])}</code>)</p>'
+            f'<p class="registration"><b>{_e(e.get("registration") or "")}</b></p>'
+            + (f'<p><b>Uninformative by design</b> (set at registration): {_e(e["uninformative"])}</p>'
+               if e.get("uninformative") else "") +
             f'<p><b>Registered scale:</b> {scale}{" (" + extra + ")" if extra else ""}</p>')
     m = e["measured"]
     if m is None:
@@ -708,7 +711,7 @@ def _experiment(e: dict) -> str:
             f'<table class="experiment-seeds"><thead><tr><th>seed</th><th>{_e(e["metric"])}</th></tr></thead>'
             f"<tbody>{seeds}</tbody></table>"
             '<table class="experiment-runs"><thead><tr><th>run</th><th>scale</th><th>effect</th>'
-            f'<th>95% interval</th><th>outcome</th></tr></thead><tbody>{runs}</tbody></table></div>\n')
+            f'<th>t interval</th><th>outcome</th></tr></thead><tbody>{runs}</tbody></table></div>\n')
 
 
 def _artefact(a: dict | None, wall_s: Any) -> str:

@@ -68,8 +68,10 @@ class Witness:
 class Experiment:
     """A claim decided by a seeded small-scale experiment (``experiments/``): its pre-registered prediction.
 
-    Confirmed when the whole 95% interval of the effect ``metric`` lies on the ``comparison`` side of
-    ``threshold``; ``scale`` is the CI scale the verdict states (layers, d_model, heads, steps, seeds, ...).
+    Decided by ``experiments.analysis`` from the t interval of the effect ``metric`` over seeds: confirmed
+    when it lies wholly on the ``comparison`` side of ``threshold``, contradicted when wholly on the other,
+    inconclusive when it straddles, uninformative by design when ``uninformative`` gives the reason the
+    design cannot show the effect; ``scale`` is the CI scale the verdict states.
     """
 
     name: str
@@ -78,6 +80,10 @@ class Experiment:
     comparison: str  # >= | <= | > | <
     threshold: float
     scale: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # before-result: the prediction was committed before any result (tests/test_registration_history.py
+    # checks it in the git history); after-result: it entered the registry with or after its outcome
+    registered: str = "before-result"
+    uninformative: str | None = None  # why the design cannot show the effect, set at registration
 
 
 @dataclass(frozen=True)

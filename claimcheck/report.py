@@ -164,7 +164,9 @@ def experiment_summary(c: Claim, outcomes: list[dict]) -> dict[str, Any] | None:
 
     ``measured`` is the result recorded at the registered scale (None when it did not run); ``controls``
     are the negative controls (other scales or broken variants), each with its outcome. ``text`` is the
-    sentence the verdict states: "holds at small scale (...)" or "not reproduced at small scale: ...".
+    sentence the verdict states: the outcome (confirmed, contradicted, inconclusive or uninformative by design)
+    "at small scale (...)" with the deciding interval; ``registration`` says whether the history shows the
+    prediction registered before its result.
     """
     e = c.experiment
     if e is None:
@@ -182,14 +184,24 @@ def experiment_summary(c: Claim, outcomes: list[dict]) -> dict[str, Any] | None:
                 controls.append(row)
     text = None
     if measured is not None:
-        shown = f"effect {_num(measured.get('effect'))}, 95% CI [{_num(measured.get('ci_low'))}, " \
-                f"{_num(measured.get('ci_high'))}] over {len(measured.get('seeds') or [])} seeds " \
+        interval = measured.get("interval_text") or \
+            f"95% interval [{_num(measured.get('ci_low'))}, {_num(measured.get('ci_high'))}]"
+        shown = f"effect {_num(measured.get('effect'))}, {interval} over {len(measured.get('seeds') or [])} seeds " \
                 f"vs {e.comparison} {e.threshold:g}"
-        text = (f"holds at small scale ({measured.get('scale_text')}): {shown}" if measured.get("confirmed")
-                else f"not reproduced at small scale ({measured.get('scale_text')}): {shown}")
+        seen = f" (the interval is {measured['side']})" if measured.get("side") and e.uninformative else ""
+        text = f"{measured.get('outcome')}{seen} at small scale ({measured.get('scale_text')}): {shown}"
     return {"name": e.name, "prediction": " ".join(e.prediction.split()), "metric": e.metric,
             "comparison": e.comparison, "threshold": e.threshold, "scale": dict(e.scale),
-            "measured": measured, "controls": controls, "text": text}
+            "registered": e.registered, "registration": registration_sentence(e.registered),
+            "uninformative": e.uninformative, "measured": measured, "controls": controls, "text": text}
+
+
+def registration_sentence(registered: str) -> str:
+    """What the history shows of an experiment's registration, in words (the page shows it)."""
+    if registered == "after-result":
+        return ("Registered after the result: the prediction entered the registry in the same commit as its "
+                "measured outcome, so the history does not show that it was registered first.")
+    return "Registered before the result: the history shows the prediction committed before any result of it."
 
 
 def experiments_sentence(e: dict | None) -> str:
@@ -495,8 +507,11 @@ def _markdown_experiment(e: dict | None) -> list[str]:
     if not e:
         return []
     scale = ", ".join(f"{k} {v}" for k, v in e["scale"].items() if k != "extra")
-    out = [f"- experiment `{e['name']}` (pre-registered): {e['prediction']} "
-           f"(`{e['metric']} {e['comparison']} {e['threshold']:g}`; registered scale: {scale})"]
+    out = [f"- experiment `{e['name']}`: {e['prediction']} "
+           f"(`{e['metric']} {e['comparison']} {e['threshold']:g}`; registered scale: {scale})",
+           f"  - {e['registration']}"]
+    if e.get("uninformative"):
+        out.append(f"  - uninformative by design (set at registration): {e['uninformative']}")
     m = e["measured"]
     if m is None:
         out.append("  - measured: did not run in this evidence run")

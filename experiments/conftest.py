@@ -4,10 +4,12 @@ Every test of one ``experiments/test_*.py`` file is put in one xdist group, so t
 ``--dist loadgroup`` (``make test``, ``claims report``) a family's tests share one worker and the models
 a family trains once per process (and caches in memory) are not trained again on another worker.
 
-``decide(experiment, scale)`` runs (or reads from the cache) an experiment, attaches its result to the
-test (the report's ``experiment`` object and figures) and, at the CI scale, checks that the registry
-entry of the experiment's claim registers exactly this prediction and scale, so the code cannot drift
-from what was pre-registered. A difference is an error of the evidence, not a counterexample.
+``decide(experiment, scale)`` runs (or reads from the cache) an experiment, decides it with
+``experiments.analysis`` (t interval over seeds, quantised metrics at their resolution, Bonferroni over the
+registered decisions that share its models, uninformative by design where the registry says so), attaches
+the decision to the test (the report's ``experiment`` object and figures) and, at the CI scale, checks
+that the registry entry of the experiment's claim registers exactly this prediction and scale, so the code
+cannot drift from what was registered. A difference is an error of the evidence, not a counterexample.
 """
 from pathlib import Path
 
@@ -15,7 +17,9 @@ import pytest
 import torch
 
 from claimcheck.plugin import registry
-from experiments.harness import Experiment, Result, Scale, record_result, run
+from experiments.analysis import Decision
+from experiments.analysis import decide as analyse
+from experiments.harness import Experiment, Scale, record_result, run
 
 torch.set_num_threads(1)  # xdist runs one worker per core; more threads only oversubscribe
 
@@ -42,12 +46,15 @@ def registered_mismatches(experiment: Experiment, scale: Scale, claim) -> list[s
 
 @pytest.fixture
 def decide(request):
-    def decide(experiment: Experiment, scale: Scale, registered: bool = True) -> Result:
+    def decide(experiment: Experiment, scale: Scale, registered: bool = True) -> Decision:
+        uninformative = None
         if registered:
-            problems = registered_mismatches(experiment, scale, registry(request.config).get(experiment.claim_id))
+            claim = registry(request.config).get(experiment.claim_id)
+            problems = registered_mismatches(experiment, scale, claim)
             if problems:
-                pytest.fail("the experiment differs from its pre-registration: " + "; ".join(problems))
-        result = run(experiment, scale)
-        record_result(result)
-        return result
+                pytest.fail("the experiment differs from its registration: " + "; ".join(problems))
+            uninformative = claim.experiment.uninformative
+        decision = analyse(experiment, run(experiment, scale), registered, uninformative)
+        record_result(decision)
+        return decision
     return decide

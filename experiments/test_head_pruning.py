@@ -1,36 +1,38 @@
 """Head redundancy (spectral.txt lines 404-414): pruning heads of a small character LM, heads' spectra.
 
-CI-scale experiments (``experiments.head_pruning.SCALES["ci"]``, predictions pre-registered in
-``claims.yaml``) assert the recorded outcome; each has a negative control at the ``control`` scale, a
-deliberately broken model whose outcome must be the opposite one.
+CI-scale experiments (``experiments.head_pruning.SCALES["ci"]``, predictions registered in ``claims.yaml``)
+are decided by ``experiments.analysis`` (one family: both are computed from the same five models); each
+has a negative control at the ``control`` scale, a deliberately broken model. The spectra experiment is
+uninformative by design (its early snapshot is near the initialisation), so its test only guards the
+recorded interval.
 """
 import pytest
 
-from claimcheck import claim_assert
+from experiments.analysis import CONFIRMED, CONTRADICTED, INCONCLUSIVE, UNINFORMATIVE, expect
 from experiments.head_pruning import PRUNABLE, SCALES, SPECTRA_CONVERGE
 
 CI, CONTROL = SCALES["ci"], SCALES["control"]
 
 
 @pytest.mark.claim("spectral.heads-redundant-prunable")
-def test_fewer_than_a_quarter_of_the_heads_of_a_small_lm_can_be_pruned(decide):
+def test_prunable_fraction_of_a_small_lm_is_inconclusive_at_its_resolution_of_one_head(decide):
     result = decide(PRUNABLE, CI)
-    claim_assert(not result.confirmed, result.summary(), prunable_fraction=result.values())
+    expect(result, INCONCLUSIVE, prunable_fraction=result.values())
 
 
 @pytest.mark.claim("spectral.heads-redundant-prunable")
 def test_heads_whose_output_is_secretly_zeroed_are_pruned(decide):
     result = decide(PRUNABLE.control("dead-heads"), CONTROL, registered=False)
-    claim_assert(result.confirmed, result.summary(), prunable_fraction=result.values())
+    expect(result, CONFIRMED, prunable_fraction=result.values())
 
 
 @pytest.mark.claim("spectral.heads-similar-spectra-late-training")
-def test_heads_attention_spectra_grow_apart_during_training(decide):
+def test_head_spectral_diversity_ratio_guards_the_recorded_interval_uninformative_by_design(decide):
     result = decide(SPECTRA_CONVERGE, CI)
-    claim_assert(not result.confirmed and result.ci_low > 1, result.summary(), diversity_ratio=result.values())
+    expect(result, UNINFORMATIVE, CONTRADICTED, diversity_ratio=result.values())
 
 
 @pytest.mark.claim("spectral.heads-similar-spectra-late-training")
 def test_heads_secretly_sharing_their_query_and_key_weights_have_one_spectrum(decide):
     result = decide(SPECTRA_CONVERGE.control("tied-heads"), CONTROL, registered=False)
-    claim_assert(result.confirmed, result.summary(), diversity_ratio=result.values())
+    expect(result, CONFIRMED, diversity_ratio=result.values())

@@ -4,15 +4,14 @@ the same assertion on a broken variant, which it must reject).
 """
 import pytest
 
-from claimcheck import claim_assert, control
-from experiments.harness import Result
+from claimcheck import control
+from experiments.analysis import CONFIRMED, Decision, expect
 from experiments.rank_collapse import SCALES, CollapseGradients
 
 
-def assert_confirmed(result: Result) -> None:
-    claim_assert(result.confirmed, result.summary(),
-                 collapse_without=result.values("collapse_residual_out_no_residual"),
-                 collapse_with=result.values("collapse_residual_out_residual"))
+def assert_confirmed(result: Decision) -> None:
+    expect(result, CONFIRMED, collapse_without=result.values("collapse_residual_out_no_residual"),
+           collapse_with=result.values("collapse_residual_out_residual"))
 
 
 @pytest.mark.claim("spectral.rank-collapse-training-consequences")
