@@ -506,6 +506,12 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
         if kind not in (*kernel.MASK_KINDS, kernel.FULLY_MASKED):
             raise InputError(f"--mask {kind!r}: expected one of {', '.join((*kernel.MASK_KINDS, kernel.FULLY_MASKED))}")
     print(f"claims kernel: {args.function} on {device}: {_capabilities(backend, device)}")
+    if problem is None:
+        counts = kernel.tier_counts(backend, device, dtypes, args.mask, args.examples, args.tier)
+        print(f"claims kernel: tier {args.tier}: {counts['cases']} cases, {counts['fixed']} fixed and up to "
+              f"{counts['drawn']} drawn problems" + (", the fully masked rows" if counts["fully_masked"] else ""))
+        for label, why in kernel.undeclared_problems(backend, args.tier):
+            print(f"claims kernel: not in this kernel's matrix: {label} ({why})")
     if problem is not None:
         results = [kernel.run_problem(backend, kernel.Case(dtypes[0], args.mask[0], device), problem)]
         skipped = []
@@ -513,7 +519,8 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
     else:
         results, skipped = kernel.run_matrix(backend, device, dtypes, args.mask, examples=args.examples,
                                              base_seed=args.seed, shrink=not args.no_shrink,
-                                             on_result=lambda r: _print_case(r, args.function, backend))
+                                             on_result=lambda r: _print_case(r, args.function, backend),
+                                             tier=args.tier)
     for case, reason in skipped:
         print(f"skip  {case.name:<32} {reason}")
     failed = [r for r in results if not r.ok]
@@ -580,11 +587,14 @@ KERNEL_HELP = """\
 Run the backend matrix of properties/test_backends.py on FUNCTION, with the contract
 fn(q, k, v, scale=None, mask=None) -> out of impl.attention.attention (q (B, H_q, n_q, d_k),
 k (B, H_kv, n_k, d_k), v (B, H_kv, n_k, d_v), mask an impl.attention.Mask): every declared dtype x
-mask kind, each with fixed problems (4 and 8 query heads over 2 key/value heads, odd lengths,
-n_q < n_k and n_q > n_k, scores up to 110, the caller's scale 0.3, 71 keys across a 64-wide tile, one
-query against 130 keys, key padding under each causal alignment) and drawn ones, under the error-ratio
-rule (error <= 2 x the naive same-precision error + floor; 3 x for gradients), then fully masked rows
-(nan or zero when nothing is declared; any other value, such as the mean of V, fails).
+mask kind, each with fixed problems and drawn ones, under the error-ratio rule (error <= 2 x the naive
+same-precision error + floor; 3 x for gradients), then fully masked rows (nan or zero when nothing is
+declared; any other value, such as the mean of V, fails). The tier sets the fixed problems: smoke (4
+and 8 query heads over 2 key/value heads, odd lengths, n_q < n_k and n_q > n_k, scores up to 110, the
+caller's scale 0.3, key padding under each causal alignment), ci (the default: smoke plus 71 keys
+across a 64-wide tile, one query against 130 keys, 1025 keys, head dims 128 and 256), full (ci plus
+lengths 63 to 1025 on both sides of the 64- and 128-wide tiles, head dims 32 to 256, 59 and 111).
+The counts of the run are printed before it starts.
 
 Capabilities come from the options, else from fn.claims_capabilities (a dict: devices, dtypes, masks,
 gqa, backward, head_dims, equal_head_dims, fully_masked, head_dim_multiple, declines, scale), else the
@@ -694,7 +704,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "is checked, and the verdict says so)")
     p.add_argument("--mask", action="append", metavar="KIND", help="run only these mask kinds (repeat): "
                    "none, causal-top-left, causal-bottom-right, key-padding, additive, fully-masked")
-    p.add_argument("--examples", type=int, default=10, help="drawn problems per case (default: 10)")
+    p.add_argument("--tier", choices=("smoke", "ci", "full"), default="ci",
+                   help="how much to check (default: ci): smoke, small shapes with every feature; ci, plus "
+                   "kernel-scale shapes; full, plus the length and head-dim sweeps")
+    p.add_argument("--examples", type=int, help="drawn problems per case (default: the tier's: smoke 2, ci 10, "
+                   "full 40)")
     p.add_argument("--seed", type=int, default=0, help="base of the per-case seeds (default: 0)")
     p.add_argument("--no-shrink", action="store_true", help="report the first failing drawn problem unshrunk")
     p.add_argument("--problem", metavar="SPEC", help="run one problem (the repro a failure prints), e.g. "

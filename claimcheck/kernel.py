@@ -10,11 +10,14 @@ described by an :class:`impl.backends.Backend` entry (its declared capabilities)
 one *case* per declared dtype x mask kind (:func:`matrix`), plus one fully-masked-rows case.
 Every case sees
 
-* fixed problems (:func:`fixed_problems`): shared key/value heads 4 over 2 and 8 over 2, lengths
-  that are not multiples of a 16-wide tile, ``n_q < n_k`` and ``n_q > n_k``, a large-logit
-  problem whose largest score is ~110 (past ``exp``'s float32 overflow at 88.7), a caller's
-  ``scale`` of 0.3, keys across a 64-wide tile, one query against 130 keys (decode), and, in the
-  key-padding case, key padding under each declared causal alignment -- in every dtype;
+* fixed problems (:func:`fixed_problems`), in every dtype, as many as its :class:`Tier` holds:
+  ``smoke`` has shared key/value heads 4 over 2 and 8 over 2, lengths that are not multiples of a
+  16-wide tile, ``n_q < n_k`` and ``n_q > n_k``, a large-logit problem whose largest score is ~110
+  (past ``exp``'s float32 overflow at 88.7), a caller's ``scale`` of 0.3 and, in the key-padding
+  case, key padding under each declared causal alignment; ``ci`` (the default of ``claims
+  kernel``) adds kernel-scale shapes: keys across a 64-wide tile, one query against 130 keys
+  (decode), 1025 keys, head dims 128 and 256; ``full`` adds lengths on both sides of the 64- and
+  128-wide tiles up to 1025 and head dims from 32 to 256 (59 and 111 among them);
 * problems drawn by Hypothesis (:func:`problem_strategy`), seeded per case, shrunk on failure.
 
 Each problem is judged by the error-ratio rule (DESIGN.md; FlashAttention's tests): the kernel's
@@ -56,6 +59,41 @@ WIDE_TILE = 64  # the key tile of most fused kernels' forward: tiles-64 and deco
 SCALE = 0.3  # the caller's scale of the scale problem: neither 1/sqrt(d) nor 1/d for any integer d
 FULLY_MASKED = "fully-masked"  # the mask kind of the fully-masked-rows case
 FULLY_MASKED_CONVENTIONS = ("nan", "zero")  # what a row with no allowed key may give (check_fully_masked)
+LONG_KEYS = 1025  # past 1024: a 16-bit accumulator of the row sum or of P V loses digits there
+WIDE_HEADS = (128, 256)  # the head dims of the ci tier: kernels specialise at 64, 128 and 256
+SWEEP_LENGTHS = (63, 64, 65, 127, 128, 129, 191, 257, 1023, 1025)  # full tier: both sides of 64- and 128-wide tiles
+SWEEP_HEAD_DIMS = (32, 59, 64, 96, 111, 128, 192, 256)  # full tier: kernel specialisations and odd ones
+
+
+@dataclass(frozen=True)
+class Tier:
+    """How much of the matrix a run checks: which fixed problems every case sees, and how many drawn ones.
+
+    ``groups``: ``base`` (small shapes that still exercise every feature of the contract: GQA both ways,
+    n_q < n_k and n_q > n_k, 16-wide tiles, large logits, the caller's scale, padding under causal),
+    ``kernel-scale`` (64-wide tiles, decode, 1025 keys, head dims 128 and 256), ``sweep`` (every length of
+    :data:`SWEEP_LENGTHS`, n_q = n_k, and every head dim of :data:`SWEEP_HEAD_DIMS`).
+    ``compiled_dtypes``: the dtypes a backend that compiles one graph per dtype and shape (FlexAttention
+    on CPU, ~6 s a graph) is checked in by the property suite at this tier (None: every dtype).
+    """
+
+    name: str
+    groups: tuple[str, ...]
+    examples: int  # drawn problems per case (``claims kernel``'s default; the property suite uses its profile's)
+    compiled_dtypes: tuple[str, ...] | None
+    doc: str
+
+
+TIERS = {t.name: t for t in (
+    Tier("smoke", ("base",), 2, ("float32",), "small shapes with every feature of the contract; compiled "
+         "backends in float32 only (the default of pytest properties/)"),
+    Tier("ci", ("base", "kernel-scale"), 10, None, "smoke plus kernel-scale shapes: 64-wide tiles, decode, "
+         f"{LONG_KEYS} keys, head dims {' and '.join(map(str, WIDE_HEADS))}, in every dtype (the default of "
+         "claims kernel, and the kernel part of make test)"),
+    Tier("full", ("base", "kernel-scale", "sweep"), 40, None, "ci plus lengths "
+         f"{', '.join(map(str, SWEEP_LENGTHS))} and head dims {', '.join(map(str, SWEEP_HEAD_DIMS))}"),
+)}
+DEFAULT_TIER = "ci"
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -211,13 +249,29 @@ def fixed_problem(kind: str, seed: int, b: int = 1, h_q: int = 4, h_kv: int = 2,
                         label="fixed")
 
 
-def fixed_problems(backend: Backend, mask_kind: str, device: str | None = None) -> list[AttentionProblem]:
+def fixed_problems(backend: Backend, mask_kind: str, device: str | None = None,
+                   tier: str = DEFAULT_TIER) -> list[AttentionProblem]:
     """See :func:`_fixed_problems`; built once per declared shape (callers only read the tensors).
 
     ``device`` (default: the first declared) decides which causal alignments join the key padding.
     """
     return list(_fixed_problems(backend.head_dims, backend.equal_head_dims, backend.gqa, mask_kind,
-                                backend.head_dim_multiple, backend.scale, _padded_alignments(backend, mask_kind, device)))
+                                backend.head_dim_multiple, backend.scale, _padded_alignments(backend, mask_kind, device),
+                                get_tier(tier).groups)[0])
+
+
+def undeclared_problems(backend: Backend, tier: str = DEFAULT_TIER) -> list[tuple[str, str]]:
+    """``(label, why)`` of the tier's fixed problems outside what ``backend`` declares (a head dim out of its
+    range or off its alignment): not run, and listed by ``claims kernel``."""
+    return list(_fixed_problems(backend.head_dims, backend.equal_head_dims, backend.gqa, "none",
+                                backend.head_dim_multiple, backend.scale, (), get_tier(tier).groups)[1])
+
+
+def get_tier(name: str) -> Tier:
+    try:
+        return TIERS[name]
+    except KeyError:
+        raise ValueError(f"tier {name!r}: expected one of {', '.join(TIERS)}") from None
 
 
 def _padded_alignments(backend: Backend, mask_kind: str, device: str | None = None) -> tuple[str, ...]:
@@ -233,24 +287,46 @@ def _round_up(d: int, multiple: int) -> int:
     return -(-d // multiple) * multiple
 
 
+# one seed per fixed problem, by label: a problem is the same tensors in every tier
+_FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
+    ("gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3", "tiles-64", "decode", "padding+top-left", "padding+bottom-right",
+     f"keys-{LONG_KEYS}", *(f"head-{w}" for w in sorted({*WIDE_HEADS, *SWEEP_HEAD_DIMS})),
+     *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65"))}
+
+
 @functools.lru_cache(maxsize=None)
 def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool, mask_kind: str, multiple: int = 1,
-                    takes_scale: bool = True, padded_alignments: tuple[str, ...] = ()) -> tuple[AttentionProblem, ...]:
-    """The problems every case of ``backend`` always sees (labels name them in verdicts).
+                    takes_scale: bool = True, padded_alignments: tuple[str, ...] = (), groups: tuple[str, ...] = ("base",)
+                    ) -> tuple[tuple[AttentionProblem, ...], tuple[tuple[str, str], ...]]:
+    """``(problems, undeclared)``: the problems every case of ``backend`` sees in a tier of ``groups``
+    (labels name them in verdicts), and ``(label, why)`` of those outside the declared head dims.
+
+    Group ``base``:
 
     ``gqa-4/2``: 4 query heads over 2 key/value heads, n_q = 9 < n_k = 20; ``gqa-8/2``: 8 over 2,
     n_q = 9 > n_k = 5 (for bottom-right causal, whose first n_q - n_k rows would see no key, 5 < 9
     instead: the fully-masked case covers those rows); ``large-logits``: 2 over 1, n_q = n_k = 19,
     q rescaled so the largest allowed score is 110; ``scale-0.3``: 2 over 1, 7 x 11, the caller's
-    scale 0.3 (left out when the kernel declares no ``scale`` argument); ``tiles-64``: one head,
-    n_q = 77 > n_k = 71 (71 > 77 for bottom-right causal), keys and queries across a 64-wide tile;
-    ``decode``: one head, one query against 130 keys (across 64- and 128-wide tiles). In the
-    key-padding case, ``padding+top-left`` and ``padding+bottom-right`` (the shape of ``gqa-4/2``)
-    add each declared causal alignment to the padding. Without GQA support, H_kv = H_q. Lengths
-    miss every multiple of 16; the keys of ``gqa-4/2`` and ``large-logits`` span two 16-wide tiles
-    (an online softmax must rescale), those of ``tiles-64`` and ``decode`` a 64-wide one (two and
-    three tiles). Head dimensions: 16 (or the smallest declared), and d_v = d_k + 8 unless d_v must
-    equal d_k; both rounded up to the declared alignment.
+    scale 0.3 (left out when the kernel declares no ``scale`` argument). In the key-padding case,
+    ``padding+top-left`` and ``padding+bottom-right`` (the shape of ``gqa-4/2``) add each declared
+    causal alignment to the padding.
+
+    Group ``kernel-scale``: ``tiles-64``: one head, n_q = 77 > n_k = 71 (71 > 77 for bottom-right
+    causal), keys and queries across a 64-wide tile; ``decode``: one head, one query against 130 keys
+    (across 64- and 128-wide tiles); ``keys-1025``: 2 over 1 heads, 3 queries against 1025 keys (65
+    tiles of 16, 9 of 128: a 16-bit accumulator loses digits); ``head-128`` (n_q = 33, n_k = 65) and
+    ``head-256`` (17 x 33): one head of that width, d_v = d_k (kernels specialise their tiles there).
+
+    Group ``sweep``: ``len-L`` for every L of :data:`SWEEP_LENGTHS` (one head, n_q = n_k = L), ``len-65x129``
+    and ``len-129x65`` (n_q != n_k both ways; 129 x 65 becomes 65 x 129 under bottom-right causal) and
+    ``head-D`` for every D of :data:`SWEEP_HEAD_DIMS` (one head, 65 x 65, d_v = d_k).
+
+    Without GQA support, H_kv = H_q. The lengths of ``base`` miss every multiple of 16; the keys of
+    ``gqa-4/2`` and ``large-logits`` span two 16-wide tiles (an online softmax must rescale), those of
+    ``tiles-64`` and ``decode`` a 64-wide one (two and three tiles). Head dimensions: 16 (or the
+    smallest declared), and d_v = d_k + 8 unless d_v must equal d_k; both rounded up to the declared
+    alignment. A wide or swept head dim outside the declared range or off the alignment is not rounded
+    (the point is that width): it is listed in ``undeclared`` instead.
     """
     lo, hi = head_dims
     d = min(_round_up(max(16, lo), multiple), hi)
@@ -260,15 +336,40 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     n_q, n_k = (5, 9) if bottom_right else (9, 5)
     long_q, long_k = (71, 77) if bottom_right else (77, 71)
     # label, H_q, H_kv, n_q, n_k, d_k, d_v, max logit, scale, causal (with the padding); seeds in this order
-    shapes = [("gqa-4/2", 4, 2, 9, 20, d, d, None, None, None), ("gqa-8/2", 8, 2, n_q, n_k, d, d_v, None, None, None),
-              ("large-logits", 2, 1, 19, 19, d, d, LARGE_LOGIT, None, None),
-              ("scale-0.3", 2, 1, 7, 11, d, d_v, None, SCALE, None),
-              ("tiles-64", 1, 1, long_q, long_k, d, d, None, None, None), ("decode", 1, 1, 1, 130, d, d_v, None, None, None)]
-    shapes += [(f"padding+{a}", 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]
-    return tuple(make_problem(ProblemSpec(mask_kind, 1, h_q, h_kv if gqa else h_q, nq, nk, dk, dv,
-                                          seed=1000 + i, max_logit=big, scale=scale, causal=causal), label=label)
-                 for i, (label, h_q, h_kv, nq, nk, dk, dv, big, scale, causal) in enumerate(shapes)
-                 if (scale is None or takes_scale) and (causal is None or causal in padded_alignments))
+    shapes, wide = [], set()
+    if "base" in groups:
+        shapes += [("gqa-4/2", 4, 2, 9, 20, d, d, None, None, None),
+                   ("gqa-8/2", 8, 2, n_q, n_k, d, d_v, None, None, None),
+                   ("large-logits", 2, 1, 19, 19, d, d, LARGE_LOGIT, None, None),
+                   ("scale-0.3", 2, 1, 7, 11, d, d_v, None, SCALE, None)]
+        shapes += [(f"padding+{a}", 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]
+    if "kernel-scale" in groups:
+        shapes += [("tiles-64", 1, 1, long_q, long_k, d, d, None, None, None),
+                   ("decode", 1, 1, 1, 130, d, d_v, None, None, None),
+                   (f"keys-{LONG_KEYS}", 2, 1, 3, LONG_KEYS, d, d_v, None, None, None)]
+        shapes += [(f"head-{w}", 1, 1, 33 if w == 128 else 17, 65 if w == 128 else 33, w, w, None, None, None)
+                   for w in WIDE_HEADS]
+        wide |= {f"head-{w}" for w in WIDE_HEADS}
+    if "sweep" in groups:
+        shapes += [(f"len-{n}", 1, 1, n, n, d, d_v, None, None, None) for n in SWEEP_LENGTHS]
+        shapes += [("len-65x129", 1, 1, 65, 129, d, d_v, None, None, None),
+                   ("len-129x65", 1, 1, *((65, 129) if bottom_right else (129, 65)), d, d_v, None, None, None)]
+        shapes += [(f"head-{w}", 1, 1, 65, 65, w, w, None, None, None) for w in SWEEP_HEAD_DIMS]
+        wide |= {f"head-{w}" for w in SWEEP_HEAD_DIMS}
+    problems, undeclared, seen = [], [], set()
+    for label, h_q, h_kv, nq, nk, dk, dv, big, scale, causal in shapes:
+        if label in seen or (scale is not None and not takes_scale) or (causal is not None
+                                                                        and causal not in padded_alignments):
+            continue
+        seen.add(label)
+        if label in wide and not (lo <= dk <= hi and dk % multiple == 0):
+            undeclared.append((label, f"head dim {dk} outside the declared {lo}..{hi}"
+                                      + (f" in steps of {multiple}" if multiple > 1 else "")))
+            continue
+        spec = ProblemSpec(mask_kind, 1, h_q, h_kv if gqa else h_q, nq, nk, dk, dv, seed=_FIXED_SEEDS[label], max_logit=big,
+                           scale=scale, causal=causal)
+        problems.append(make_problem(spec, label=label))
+    return tuple(problems), tuple(undeclared)
 
 
 @st.composite
@@ -636,8 +737,8 @@ class _Broken(AssertionError):
 
 
 def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | None = 0,
-             shrink: bool = True) -> CaseResult:
-    """Run one case: the fixed problems, then ``examples`` drawn ones (seeded per case unless
+             shrink: bool = True, tier: str = DEFAULT_TIER) -> CaseResult:
+    """Run one case: the fixed problems of ``tier``, then ``examples`` drawn ones (seeded per case unless
     ``base_seed`` is None; the first failure is shrunk unless ``shrink`` is False)."""
     result = CaseResult(case)
     if case.mask == FULLY_MASKED:
@@ -675,7 +776,7 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
         result.status, result.failing = "fail", problem
         result.message = _summary(checks)
 
-    for problem in fixed_problems(backend, case.mask, case.device):
+    for problem in fixed_problems(backend, case.mask, case.device, tier):
         if refused(problem):
             continue
         try:
@@ -746,16 +847,31 @@ def _declined_only(result: CaseResult) -> CaseResult:
     return result
 
 
-def run_matrix(backend: Backend, device: str = "cpu", dtypes=None, masks=None, examples: int = 10,
+def run_matrix(backend: Backend, device: str = "cpu", dtypes=None, masks=None, examples: int | None = None,
                base_seed: int | None = 0, shrink: bool = True,
-               on_result: Callable[[CaseResult], None] = lambda r: None) -> tuple[list[CaseResult], list]:
-    """Every case of :func:`matrix`; ``on_result`` sees each verdict as it comes."""
+               on_result: Callable[[CaseResult], None] = lambda r: None,
+               tier: str = DEFAULT_TIER) -> tuple[list[CaseResult], list]:
+    """Every case of :func:`matrix` at ``tier`` (``examples`` drawn problems a case, default the tier's);
+    ``on_result`` sees each verdict as it comes."""
     cases, skipped = matrix(backend, device, dtypes, masks)
+    examples = get_tier(tier).examples if examples is None else examples
     results = []
     for case in cases:
-        results.append(run_case(backend, case, examples, base_seed, shrink))
+        results.append(run_case(backend, case, examples, base_seed, shrink, tier))
         on_result(results[-1])
     return results, skipped
+
+
+def tier_counts(backend: Backend, device: str = "cpu", dtypes=None, masks=None, examples: int | None = None,
+                tier: str = DEFAULT_TIER) -> dict[str, int]:
+    """What a run of ``tier`` checks, counted before it runs: cases, fixed problems (over every case),
+    drawn problems (at most ``examples`` a case) and the fully-masked rows case."""
+    cases, _ = matrix(backend, device, dtypes, masks)
+    examples = get_tier(tier).examples if examples is None else examples
+    judged = [c for c in cases if c.mask != FULLY_MASKED]
+    fixed = sum(len([p for p in fixed_problems(backend, c.mask, device, tier)]) for c in judged)
+    return {"cases": len(cases), "fixed": fixed, "drawn": examples * len(judged),
+            "fully_masked": len(cases) - len(judged)}
 
 
 # ---- a user's function ------------------------------------------------------------------------------
@@ -837,13 +953,15 @@ def resolve(spec: str, device: str | None = None, **overrides: Any) -> Backend:
     return declared_backend(load_function(spec), spec, device, **overrides)
 
 
-def repro(spec: str, backend: Backend, case: Case, problem: AttentionProblem | None) -> str:
-    """The one-line command that re-runs ``problem`` of ``case`` (or the whole case)."""
+def repro(spec: str, backend: Backend, case: Case, problem: AttentionProblem | None, tier: str = DEFAULT_TIER) -> str:
+    """The one-line command that re-runs ``problem`` of ``case`` (or the whole case, at ``tier``)."""
     line = f"claims kernel {spec} --device {case.device} --dtype {dtype_name(case.dtype)} --mask {case.mask}"
     if ":" in spec and backend.devices[case.device].backward:
         line += " --backward"
     if problem is not None and problem.spec is not None:
         line += f" --problem '{problem.spec}'"
+    elif tier != DEFAULT_TIER:
+        line += f" --tier {tier}"
     return line
 
 

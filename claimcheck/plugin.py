@@ -57,6 +57,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "properties/test_backends.py; capabilities from the function's claims_capabilities attribute "
              "(see `claims kernel --help`)",
     )
+    group.addoption(
+        "--kernel-tier",
+        default="smoke",
+        choices=("smoke", "ci", "full"),
+        help="the backend matrix's tier in properties/test_backends.py (default: smoke, small shapes with every "
+             "feature of the contract; ci adds kernel-scale shapes and FlexAttention in every dtype, as make test's "
+             "kernel part runs it; full adds the length and head-dim sweeps)",
+    )
     group.addoption("--claims-progress", action="store_true", default=False,
                     help="print a progress line (phase, counts, time left) to stderr; claims report uses it")
 

@@ -4,11 +4,14 @@ The matrix and its rule live in :mod:`claimcheck.kernel` (shared with ``claims k
 backend computing in precision p errs, against the float64 reference, by at most ``c`` times the
 error of the naive reference computed in the same precision p, plus a floor of a few units of
 p's epsilon (DESIGN.md; FlashAttention's tests/test_flash_attn.py). Every case (backend x dtype x
-mask) sees the fixed problems of :func:`claimcheck.kernel.fixed_problems` (4 and 8 query heads
-over 2 key/value heads, odd lengths, n_q < n_k and n_q > n_k, scores up to 110, the caller's scale
-0.3, 71 keys across a 64-wide tile, one query against 130 keys, and key padding under each declared
-causal alignment) and problems drawn with a seed of its own. Each observed ratio is recorded as
-``error_ratio[backend=...,dtype=...,mask=...,out|dq|dk|dv]``.
+mask) sees the fixed problems of :func:`claimcheck.kernel.fixed_problems` at the tier of
+``--kernel-tier`` and problems drawn with a seed of its own. The default tier, ``smoke``, has 4 and
+8 query heads over 2 key/value heads, odd lengths, n_q < n_k and n_q > n_k, scores up to 110, the
+caller's scale 0.3 and key padding under each declared causal alignment, with FlexAttention in
+float32 only (each dtype is three more CPU compiles); ``--kernel-tier ci`` (make test's kernel part,
+and ``claims kernel``'s default) adds 71 keys across a 64-wide tile, one query against 130 keys,
+1025 keys, head dims 128 and 256, and FlexAttention in every dtype. Each observed ratio is recorded
+as ``error_ratio[backend=...,dtype=...,mask=...,out|dq|dk|dv]``.
 
 ``pytest properties/test_backends.py --backend mypkg.attn:fn`` runs the same matrix on a user's
 function instead of the registry's backends (capabilities from ``fn.claims_capabilities``).
@@ -62,6 +65,8 @@ def _backends(config) -> dict:
 
 
 def pytest_generate_tests(metafunc):
+    if "flex_dtype" in metafunc.fixturenames:
+        metafunc.parametrize("flex_dtype", _flex_dtypes(metafunc.config))
     if "backend_name" not in metafunc.fixturenames:
         return
     backends = _backends(metafunc.config)
@@ -70,14 +75,29 @@ def pytest_generate_tests(metafunc):
                  for d in DTYPES for m in MASK_KINDS]
         metafunc.parametrize("backend_name,device,dtype,mask_kind", cells,
                              ids=[f"{b}-{dev}-{_name(d)}-{m}" for b, dev, d, m in cells])
-    elif "device" in metafunc.fixturenames:  # flex: in its own test (one compile per shape)
+    elif "device" in metafunc.fixturenames and "backend_name" in metafunc.fixturenames:
         cells = [(b, dev) for b in backends if b != "flex" for dev in _declared_devices(backends[b])]
         metafunc.parametrize("backend_name,device", cells, ids=[f"{b}-{dev}" for b, dev in cells])
+
+
+def _flex_dtypes(config) -> list:
+    """FlexAttention's dtypes at the tier: a dtype the tier leaves out is a skip that says so."""
+    tier = kernel.get_tier(config.getoption("kernel_tier"))
+    return [pytest.param(d, id=_name(d), marks=() if tier.compiled_dtypes is None or _name(d) in tier.compiled_dtypes
+                         else pytest.mark.skip(reason=f"tier {tier.name} checks FlexAttention in "
+                                               f"{', '.join(tier.compiled_dtypes)} only (each dtype is three more CPU "
+                                               "compiles, ~6 s each); --kernel-tier ci checks every dtype"))
+            for d in DTYPES]
 
 
 @pytest.fixture(scope="session")
 def backends(request) -> dict:
     return _backends(request.config)
+
+
+@pytest.fixture(scope="session")
+def tier(request) -> kernel.Tier:
+    return kernel.get_tier(request.config.getoption("kernel_tier"))
 
 
 def _skip_unless_runs(backend, device: str, dtype: torch.dtype, mask_features=frozenset()) -> None:
@@ -89,7 +109,7 @@ def _skip_unless_runs(backend, device: str, dtype: torch.dtype, mask_features=fr
         pytest.skip(reason)
 
 
-def _assert_case(backend, result: kernel.CaseResult, spec: str) -> None:
+def _assert_case(backend, result: kernel.CaseResult, spec: str, tier: str) -> None:
     """Record every error ratio of a case, re-raise a crash, and assert the case's verdict."""
     where = f"backend={backend.name},device={result.case.device},dtype={_name(result.case.dtype)},mask={result.case.mask}"
     for problem, c in result.checks:
@@ -103,53 +123,62 @@ def _assert_case(backend, result: kernel.CaseResult, spec: str) -> None:
     failing = result.failing
     claim_assert(result.ok, f"{where}: {result.message}", checks=result.failed_checks, problem=failing and failing.label,
                  shape=failing and failing.shape, spec=failing and str(failing.spec),
-                 repro=kernel.repro(spec, backend, result.case, failing))
+                 repro=kernel.repro(spec, backend, result.case, failing, tier))
 
 
 @pytest.mark.claim("flash-attention.exact-no-approximation")
 def test_backend_error_is_within_c_times_the_naive_same_precision_error(backends, backend_name, device, dtype,
-                                                                         mask_kind, request):
+                                                                         mask_kind, tier, request):
     backend = backends[backend_name]
     case = kernel.Case(dtype, mask_kind, device)
     _skip_unless_runs(backend, device, dtype, case.features())
     current = settings()
     examples = max(1, current.max_examples // EXAMPLE_SHARE.get(backend_name, DEFAULT_SHARE))
     # derandomized (ci): a seed of the case's own; otherwise fresh random examples each run
-    result = kernel.run_case(backend, case, examples, base_seed=0 if current.derandomize else None)
-    _assert_case(backend, result, request.config.getoption("backend", default=None) or backend_name)
+    result = kernel.run_case(backend, case, examples, base_seed=0 if current.derandomize else None, tier=tier.name)
+    for label, why in kernel.undeclared_problems(backend, tier.name):
+        record(f"not declared[backend={backend_name},{label}]", why)
+    _assert_case(backend, result, request.config.getoption("backend", default=None) or backend_name, tier.name)
 
 
 @pytest.mark.claim("flash-attention.exact-no-approximation")
-@settings(max_examples=2)  # each new (dtype, mask structure) is a ~4 s CPU compile: one fixed shape, few seeds
+@settings(max_examples=2)  # each new (dtype, mask structure, shape) is a ~6 s CPU compile: fixed shapes, few seeds
 @pytest.mark.parametrize("device", _declared_devices(BACKENDS["flex"]))
 @given(flex_seed=st.integers(0, 2**31 - 1))
-def test_flex_attention_error_is_within_c_times_the_naive_same_precision_error(backends, device, flex_seed):
-    """FlexAttention in one test: one pytest node runs in one process, so torch.compile's first, slow
-    compile happens once; every dtype and mask in one GQA shape (4 over 2 heads, n_q = 24 < n_k = 40),
+def test_flex_attention_error_is_within_c_times_the_naive_same_precision_error(backends, device, flex_dtype, tier,
+                                                                               flex_seed):
+    """FlexAttention, one test per dtype: one pytest node runs in one process, so torch.compile's first,
+    slow compile happens once a dtype; every mask in one GQA shape (4 over 2 heads, n_q = 24 < n_k = 40),
     with ordinary and with large logits (largest score 110: the same graph), key padding under each
     causal alignment (the mask_mod reads both from tensors: the same graph), and in float32 the caller's
-    scale 0.3 (one more compile: the scale is a constant of the graph), then its fully masked rows.
-    8 over 2 heads, n_q > n_k, 71 keys or one query would each be one more ~4 s compile a dtype
-    (``claims kernel flex`` runs them all, a compile each)."""
+    scale 0.3 (one more compile: the scale is a constant of the graph) and the fully masked rows. At
+    the ci tier, the kernel-scale shapes of :func:`claimcheck.kernel.fixed_problems` too (one compile a
+    shape and dtype: unmasked, causal both ways and key padding share it; the additive bias would be
+    one more each). 8 over 2 heads and n_q > n_k would each be one more compile a dtype (``claims
+    kernel flex`` runs them all, a compile each)."""
     if "flex" not in backends:
         pytest.skip("--backend: checking the given function only")
-    flex = BACKENDS["flex"]
-    for dtype in DTYPES:
-        _skip_unless_runs(flex, device, dtype)
-        for kind in MASK_KINDS:
-            problems = [fixed_problem(kind, flex_seed), fixed_problem(kind, flex_seed, max_logit=kernel.LARGE_LOGIT)]
-            if kind == "key-padding":
-                problems += [fixed_problem(kind, flex_seed, causal=a) for a in ("top-left", "bottom-right")]
-            if kind == "none" and dtype == torch.float32:
-                problems.append(fixed_problem(kind, flex_seed, scale=kernel.SCALE))
-            for problem in problems:
-                checks = kernel.check_problem(flex.fn, dtype, problem, flex.devices[device].backward, device)
-                where = f"backend=flex,device={device},dtype={_name(dtype)},mask={kind}"
-                for c in checks:
-                    record(f"error_ratio[{where},{c.part}]", c.ratio)
-                claim_assert(all(c.ok for c in checks), f"{where}: " + "; ".join(c.message for c in checks if not c.ok),
-                             problem=str(problem.spec))
-    check_fully_masked_rows(flex, device)
+    flex, dtype = BACKENDS["flex"], flex_dtype
+    _skip_unless_runs(flex, device, dtype)
+    backward = flex.devices[device].backward
+    for kind in MASK_KINDS:
+        problems = [fixed_problem(kind, flex_seed), fixed_problem(kind, flex_seed, max_logit=kernel.LARGE_LOGIT)]
+        if kind == "key-padding":
+            problems += [fixed_problem(kind, flex_seed, causal=a) for a in ("top-left", "bottom-right")]
+        if kind == "none" and dtype == torch.float32:
+            problems.append(fixed_problem(kind, flex_seed, scale=kernel.SCALE))
+        if "kernel-scale" in tier.groups and kind != "additive":
+            base = {p.label for p in kernel.fixed_problems(flex, kind, device, "smoke")}
+            problems += [p for p in kernel.fixed_problems(flex, kind, device, tier.name) if p.label not in base]
+        for problem in problems:
+            checks = kernel.check_problem(flex.fn, dtype, problem, backward, device)
+            where = f"backend=flex,device={device},dtype={_name(dtype)},mask={kind}"
+            for c in checks:
+                record(f"error_ratio[{where},{c.part}]", c.ratio)
+            claim_assert(all(c.ok for c in checks), f"{where}: " + "; ".join(c.message for c in checks if not c.ok),
+                         problem=str(problem.spec), label=problem.label)
+    if dtype == torch.float32:
+        check_fully_masked_rows(flex, device)
 
 
 COMPILED_SHAPES_ONLY = {"flex": "one more CPU compile for one more shape (~4 s); the convention is checked with "

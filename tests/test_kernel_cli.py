@@ -131,3 +131,16 @@ def test_the_pytest_option_runs_the_same_matrix_on_a_given_function(tmp_path):
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "tests.kernel_zoo:gqa_modulo-cpu-float32-none" in proc.stdout and "gqa-4/2:out" in proc.stdout
+
+
+def test_the_run_prints_its_tier_counts_and_what_the_kernel_cannot_take_before_it_starts(capsys):
+    code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--mask", "none", "--examples", "1",
+                     "--head-dims", "16-128", "--tier", "smoke")
+    assert code == 0, out
+    assert "tier smoke: 1 cases, 4 fixed and up to 1 drawn problems" in out
+    code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--mask", "none", "--examples", "1",
+                     "--head-dims", "16-128")
+    assert code == 0, out
+    assert "tier ci: 1 cases, 8 fixed and up to 1 drawn problems" in out
+    assert "not in this kernel's matrix: head-256 (head dim 256 outside the declared 16..128)" in out
+    assert out.index("tier ci") < out.index("ok    float32-none")

@@ -132,3 +132,68 @@ def test_a_wrong_output_shape_or_dtype_fails_its_case():
 
     result = kernel.run_case(kernel.declared_backend(float32_out, "f32"), kernel.Case(torch.float16, "none"), 0)
     assert result.status == "fail" and "wrong shape or dtype" in result.message
+
+
+# ---- tiers ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_the_tiers_nest_and_the_default_checks_past_1024_keys_and_every_declared_head_dim_of_128_and_256(name):
+    backend = BACKENDS[name]
+    labels = {t: {p.label for p in kernel.fixed_problems(backend, "none", tier=t)} for t in kernel.TIERS}
+    assert labels["smoke"] < labels["ci"] < labels["full"]
+    default = kernel.fixed_problems(backend, "none", tier=kernel.DEFAULT_TIER)
+    assert any(p.k.shape[2] > 1024 for p in default)
+    lo, hi = backend.head_dims
+    declared = {w for w in kernel.WIDE_HEADS if lo <= w <= hi and w % backend.head_dim_multiple == 0}
+    assert {p.q.shape[-1] for p in default if p.q.shape[-1] >= 128} == declared
+    # what the kernel cannot take is listed, not rounded down to a width it can
+    assert {label for label, _ in kernel.undeclared_problems(backend)} == {f"head-{w}" for w in
+                                                                           set(kernel.WIDE_HEADS) - declared}
+
+
+def test_the_full_tier_sweeps_both_sides_of_the_64_and_128_wide_tiles_and_odd_head_dims():
+    problems = kernel.fixed_problems(BACKENDS["reference"], "causal-bottom-right", tier="full")
+    lengths = {p.k.shape[2] for p in problems}
+    assert {63, 64, 65, 127, 128, 129, 1023, 1025} <= lengths
+    assert {59, 111, 256} <= {p.q.shape[-1] for p in problems}
+    assert all(p.q.shape[2] <= p.k.shape[2] for p in problems)  # bottom-right: no row without a key
+
+
+def test_a_fixed_problem_is_the_same_tensors_in_every_tier():
+    by_tier = {t: {p.label: p for p in kernel.fixed_problems(BACKENDS["reference"], "key-padding", tier=t)}
+               for t in kernel.TIERS}
+    for label, p in by_tier["smoke"].items():
+        for tier in ("ci", "full"):
+            other = by_tier[tier][label]
+            assert torch.equal(p.q, other.q) and torch.equal(p.v, other.v)
+            assert torch.equal(p.mask.key_padding, other.mask.key_padding)
+
+
+def _drops_keys_past_1024(q, k, v, scale=None, mask=None):
+    """A tiling bug: the keys of a last, partial group past 1024 are never read."""
+    return attention(q, k[..., :1024, :], v[..., :1024, :], scale, mask)
+
+
+def _first_64_dims(q, k, v, scale=None, mask=None):
+    """A head-dim bug: scores from the first 64 dims only (a tile of 64 never advanced)."""
+    d = q.shape[-1]
+    return attention(q[..., :64], k[..., :64], v, kernel.default_scale(d) if scale is None else scale, mask)
+
+
+@pytest.mark.parametrize("wrong,caught_by", [(_drops_keys_past_1024, "keys-1025:out"), (_first_64_dims, "head-128:out")])
+def test_a_kernel_wrong_only_at_kernel_scale_passes_the_smoke_tier_and_fails_the_default(wrong, caught_by):
+    backend = kernel.declared_backend(wrong, wrong.__name__)
+    case = kernel.Case(torch.float32, "none")
+    assert kernel.run_case(backend, case, examples=0, tier="smoke").ok
+    result = kernel.run_case(backend, case, examples=0, tier=kernel.DEFAULT_TIER)
+    assert not result.ok and caught_by in result.failed_checks, result.message
+
+
+def test_the_tier_counts_are_what_the_run_checks():
+    backend = BACKENDS["reference"]
+    counts = kernel.tier_counts(backend, "cpu", [torch.float32], ["none", "key-padding"], examples=3, tier="ci")
+    results, _ = kernel.run_matrix(backend, "cpu", [torch.float32], ["none", "key-padding"], examples=3, tier="ci")
+    assert counts == {"cases": 2, "fixed": sum(len(kernel.fixed_problems(backend, m, "cpu", "ci"))
+                                               for m in ("none", "key-padding")), "drawn": 6, "fully_masked": 0}
+    assert sum(r.problems for r in results) == counts["fixed"] + counts["drawn"]

@@ -15,7 +15,8 @@
 # under; default: git rev-parse HEAD), GPU_CHECK_BUDGET (seconds for all the steps, default 540),
 # GPU_CHECK_STEPS (which steps, default "machine kernel pytest bench": a lease too short for all
 # runs them over two calls), GPU_CHECK_BACKENDS (the registry backends of step 2, default: every one
-# declaring the device), GPU_CHECK_DEVICE=cpu (the same steps on the CPU: tests this script).
+# declaring the device), GPU_CHECK_TIER (the backend matrix's tier in steps 2 and 3, default ci),
+# GPU_CHECK_DEVICE=cpu (the same steps on the CPU: tests this script).
 # Exit status: 0 when every step ran and passed, else the number of steps that did not.
 set -u
 cd "$(dirname "$0")/.."
@@ -92,7 +93,7 @@ for name in ${backends:-}; do
     examples=3 limit=45
     case $name in flex) examples=1 limit=150 ;; triton) examples=1 limit=90 ;; esac  # each new shape compiles
     step "claims kernel $name" "$limit" "$out/kernel-$name.txt" \
-        "$py" -m claimcheck.cli kernel "$name" --device "$device" --examples "$examples"
+        "$py" -m claimcheck.cli kernel "$name" --device "$device" --examples "$examples" --tier "${GPU_CHECK_TIER:-ci}"
     cat "$out/kernel-$name.txt" >>"$out/kernel.txt"
     rm -f "$out/kernel-$name.txt"
 done
@@ -104,7 +105,7 @@ limit=$(( limit > 240 ? 240 : limit ))
 plugin=$("$py" -c "from importlib.metadata import entry_points
 print('' if any(e.value == 'claimcheck.plugin' for e in entry_points(group='pytest11')) else '-p claimcheck.plugin')")
 wants pytest && step "pytest on $device" "$limit" "$out/pytest.txt" \
-    "$py" -m pytest $plugin -p no:cacheprovider -n 4 -q -rs \
+    "$py" -m pytest $plugin -p no:cacheprovider -n 4 -q -rs --kernel-tier "${GPU_CHECK_TIER:-ci}" \
     properties/test_backends.py properties/test_triton_attention.py tests/test_kernel_zoo.py \
     -k "$device or triton_" --claims-results "$out/claims-results-$device.json"
 

@@ -1,7 +1,9 @@
 """``make test``: every part of the test command runs, each is reported, and any failure fails the whole.
 
 The parts, in order: the registry check (``claims check``), the property suite (``pytest -n auto
-properties/``, work stealing), the experiments at the CI scale, and the suite's own tests (``tests/``). A part that
+properties/``, work stealing; its backend matrix at the ``smoke`` tier), the backend matrix again at the ``ci``
+tier (kernel-scale shapes, FlexAttention in every dtype), the experiments at the CI scale, and the suite's
+own tests (``tests/``). A part that
 fails does not stop the others: the table at the end says which failed and how, and the exit status is
 1 when any did. pytest's exit 5 (no tests collected) is a failure: a part that runs nothing proves nothing.
 
@@ -23,6 +25,10 @@ PARTS = {
     # work stealing: FlexAttention's compiles and the interpreted Triton cells are long tests among short ones, and
     # an idle worker takes over queued tests instead of waiting at the end (60-70 s -> 57-62 s on two cores)
     "properties": [sys.executable, "-m", "pytest", "-n", "auto", "--dist", "worksteal", "properties/"],
+    # the property suite's matrix is the smoke tier; this is the ci one (a superset: 1025 keys, head dims 128 and
+    # 256, FlexAttention in float16 and bfloat16 too), one FlexAttention node a dtype spread over the workers
+    "kernels": [sys.executable, "-m", "pytest", "-n", "auto", "--dist", "worksteal", "--kernel-tier", "ci",
+                "properties/test_backends.py"],
     "experiments": [sys.executable, "-m", "pytest", "-n", "auto", "--dist", "loadgroup", "experiments/"],
     "tests": [sys.executable, "-m", "pytest", "-n", "auto", "tests/"],
 }
