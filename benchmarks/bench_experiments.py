@@ -4,7 +4,8 @@ One class per family (``Experiment<Family>``; its ``track_`` methods are spelled
 where ``claims check`` reads benchmark names), parameterised by the scale name (``SCALES`` of the family
 module; the ``control`` scale of the negative controls is left out) and the experiment; ``track_effect``
 is the effect (the mean of the prediction's metric over seeds), ``track_confirmed`` 1 when the whole
-95% bootstrap interval lies on the predicted side of the threshold, else 0. ``setup`` runs the
+t interval of :func:`experiments.analysis.decide` (over seeds, at the metric's resolution, corrected for
+the decision's family) lies on the predicted side of the threshold, else 0. ``setup`` runs the
 experiment through :func:`experiments.harness.run`, so a scale already run (by the tests or an earlier
 benchmark) is read from its artefact in ``experiments/artefacts/`` (a larger scale run here is stored there too).
 
@@ -56,15 +57,16 @@ class _ExperimentFamily:
         chosen = [e for e in family.EXPERIMENTS if e.name == experiment]
         if not chosen:
             raise NotImplementedError(f"no experiment {experiment!r} in experiments.{self.module}")
+        from experiments.analysis import decide
         from experiments.harness import run
 
-        self.result = run(chosen[0], family.SCALES[scale])
+        self.result = decide(chosen[0], run(chosen[0], family.SCALES[scale]))
 
     def effect(self) -> float:
         return self.result.effect
 
     def confirmed(self) -> int:
-        return int(self.result.confirmed)
+        return int(self.result.side == "confirmed")
 
 
 class ExperimentPrenorm(_ExperimentFamily):
