@@ -16,7 +16,7 @@ Every case sees
   (past ``exp``'s float32 overflow at 88.7), a caller's ``scale`` of 0.3 and, in the key-padding
   case, key padding under each declared causal alignment; ``ci`` (the default of ``claims
   kernel``) adds kernel-scale shapes: keys across a 64-wide tile, one query against 130 keys
-  (decode), 1025 keys, head dims 128 and 256; ``full`` adds lengths on both sides of the 64- and
+  (decode), 1025 keys, a single key, a batch of three, head dims 128 and 256; ``full`` adds lengths on both sides of the 64- and
   128-wide tiles up to 1025 and head dims from 32 to 256 (59 and 111 among them);
 * problems drawn by Hypothesis (:func:`problem_strategy`), seeded per case, shrunk on failure.
 
@@ -71,8 +71,8 @@ class Tier:
 
     ``groups``: ``base`` (small shapes that still exercise every feature of the contract: GQA both ways,
     n_q < n_k and n_q > n_k, 16-wide tiles, large logits, the caller's scale, padding under causal),
-    ``kernel-scale`` (64-wide tiles, decode, 1025 keys, head dims 128 and 256), ``sweep`` (every length of
-    :data:`SWEEP_LENGTHS`, n_q = n_k, and every head dim of :data:`SWEEP_HEAD_DIMS`).
+    ``kernel-scale`` (64-wide tiles, decode, 1025 keys, one key, a batch of 3, head dims 128 and 256),
+    ``sweep`` (every length of :data:`SWEEP_LENGTHS`, n_q = n_k, and every head dim of :data:`SWEEP_HEAD_DIMS`).
     ``compiled_dtypes``: the dtypes a backend that compiles one graph per dtype and shape (FlexAttention
     on CPU, ~6 s a graph) is checked in by the property suite at this tier (None: every dtype).
     """
@@ -88,7 +88,7 @@ TIERS = {t.name: t for t in (
     Tier("smoke", ("base",), 2, ("float32",), "small shapes with every feature of the contract; compiled "
          "backends in float32 only (the default of pytest properties/)"),
     Tier("ci", ("base", "kernel-scale"), 10, None, "smoke plus kernel-scale shapes: 64-wide tiles, decode, "
-         f"{LONG_KEYS} keys, head dims {' and '.join(map(str, WIDE_HEADS))}, in every dtype (the default of "
+         f"{LONG_KEYS} keys, one key, a batch of 3, head dims {' and '.join(map(str, WIDE_HEADS))}, in every dtype (the default of "
          "claims kernel, and the kernel part of make test)"),
     Tier("full", ("base", "kernel-scale", "sweep"), 40, None, "ci plus lengths "
          f"{', '.join(map(str, SWEEP_LENGTHS))} and head dims {', '.join(map(str, SWEEP_HEAD_DIMS))}"),
@@ -291,7 +291,7 @@ def _round_up(d: int, multiple: int) -> int:
 _FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
     ("gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3", "tiles-64", "decode", "padding+top-left", "padding+bottom-right",
      f"keys-{LONG_KEYS}", *(f"head-{w}" for w in sorted({*WIDE_HEADS, *SWEEP_HEAD_DIMS})),
-     *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65"))}
+     *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65", "one-key", "batch-3"))}
 
 
 @functools.lru_cache(maxsize=None)
@@ -314,7 +314,9 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     Group ``kernel-scale``: ``tiles-64``: one head, n_q = 77 > n_k = 71 (71 > 77 for bottom-right
     causal), keys and queries across a 64-wide tile; ``decode``: one head, one query against 130 keys
     (across 64- and 128-wide tiles); ``keys-1025``: 2 over 1 heads, 3 queries against 1025 keys (65
-    tiles of 16, 9 of 128: a 16-bit accumulator loses digits); ``head-128`` (n_q = 33, n_k = 65) and
+    tiles of 16, 9 of 128: a 16-bit accumulator loses digits); ``one-key``: 5 queries (1 under
+    bottom-right causal) and a single key (the softmax is 1, dK is 0); ``batch-3``: B = 3 sequences of
+    distinct contents, 4 over 2 heads, 13 x 21 (batch and head strides); ``head-128`` (n_q = 33, n_k = 65) and
     ``head-256`` (17 x 33): one head of that width, d_v = d_k (kernels specialise their tiles there).
 
     Group ``sweep``: ``len-L`` for every L of :data:`SWEEP_LENGTHS` (one head, n_q = n_k = L), ``len-65x129``
@@ -346,7 +348,9 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     if "kernel-scale" in groups:
         shapes += [("tiles-64", 1, 1, long_q, long_k, d, d, None, None, None),
                    ("decode", 1, 1, 1, 130, d, d_v, None, None, None),
-                   (f"keys-{LONG_KEYS}", 2, 1, 3, LONG_KEYS, d, d_v, None, None, None)]
+                   (f"keys-{LONG_KEYS}", 2, 1, 3, LONG_KEYS, d, d_v, None, None, None),
+                   ("one-key", 2, 1, 1 if bottom_right else 5, 1, d, d_v, None, None, None),
+                   ("batch-3", 4, 2, 13, 21, d, d_v, None, None, None)]
         shapes += [(f"head-{w}", 1, 1, 33 if w == 128 else 17, 65 if w == 128 else 33, w, w, None, None, None)
                    for w in WIDE_HEADS]
         wide |= {f"head-{w}" for w in WIDE_HEADS}
@@ -366,7 +370,7 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
             undeclared.append((label, f"head dim {dk} outside the declared {lo}..{hi}"
                                       + (f" in steps of {multiple}" if multiple > 1 else "")))
             continue
-        spec = ProblemSpec(mask_kind, 1, h_q, h_kv if gqa else h_q, nq, nk, dk, dv, seed=_FIXED_SEEDS[label], max_logit=big,
+        spec = ProblemSpec(mask_kind, 3 if label == "batch-3" else 1, h_q, h_kv if gqa else h_q, nq, nk, dk, dv, seed=_FIXED_SEEDS[label], max_logit=big,
                            scale=scale, causal=causal)
         problems.append(make_problem(spec, label=label))
     return tuple(problems), tuple(undeclared)
@@ -469,7 +473,7 @@ def attention_term_scales(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mas
 class Check:
     """One output or gradient of one problem under the rule ``error <= c * naive_error + floor``."""
 
-    part: str  # out, dq, dk, dv
+    part: str  # out, dq, dk, dv, or inputs (the kernel wrote into a tensor it was given)
     error: float
     naive_error: float
     floor: float
@@ -521,7 +525,12 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
     s = problem.scale
     oracle = _outputs(attention, q64, k64, v64, mask64, d_out.double(), backward, s)
     naive = _outputs(attention, q, k, v, mask, d_out, backward, s)
+    given = _inputs(q, k, v, mask, d_out)
+    kept = {name: t.clone() for name, t in given.items()}
     actual = _outputs(fn, q, k, v, mask, d_out, backward, s)
+    # a kernel computes out of place: writing into q, k, v, the mask or the incoming gradient corrupts the caller's
+    # tensors (and the checks after it, which read the same ones)
+    changed = [name for name, t in given.items() if not torch.equal(t, kept[name])]
     # floors scale with the size of the summed terms, not of the result (dK = 0 for one key)
     terms = attention_term_scales(q64, k64, v64, mask64, d_out.double(), s)
     checks = []
@@ -533,7 +542,20 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
             continue
         checks.append(within_reference_error(a, o, n, c, part, floor_ulps=FLOOR_ULPS, scale=terms[part],
                                              extra_floor=recompute_floor(terms, part)))
+    if changed:
+        checks.append(Check("inputs", math.inf, 0.0, 0.0, 0.0, math.inf, False,
+                            f"inputs: the kernel wrote into {', '.join(changed)} (they must be left unmodified)"))
     return checks
+
+
+def _inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, d_out: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The tensors a kernel is handed, by name (the mask's when it has them)."""
+    named = {"q": q, "k": k, "v": v, "d_out": d_out}
+    if mask.key_padding is not None:
+        named["key_padding"] = mask.key_padding
+    if mask.bias is not None:
+        named["bias"] = mask.bias
+    return named
 
 
 def recompute_floor(terms: dict[str, float], part: str) -> float:

@@ -254,6 +254,30 @@ def dkdv_not_summed_over_the_group(q, k, v, scale=None, mask=None):
     return _softmax_v(_scores(q, k, scale, mask), v)
 
 
+def scales_q_in_place(q, k, v, scale=None, mask=None):
+    """Folds the scale into q in place (``q *= scale``): a right output, and the caller's q corrupted."""
+    q.mul_(default_scale(q.shape[-1]) if scale is None else scale)
+    k, v = _heads(q, k, v)
+    return _softmax_v(_scores(q, k, 1.0, mask), v)
+
+
+def drops_keys_past_1024(q, k, v, scale=None, mask=None):
+    """A split-K bound off by one split: the keys past the first 1024 are never read (nor their mask)."""
+    n = 1024
+    if mask is not None:
+        mask = Mask(mask.causal, None if mask.key_padding is None else mask.key_padding[..., :n],
+                    None if mask.bias is None else mask.bias[..., :n])
+    k, v = _heads(q, k[..., :n, :], v[..., :n, :])
+    return _softmax_v(_scores(q, k, default_scale(q.shape[-1]) if scale is None else scale, mask), v)
+
+
+def first_64_head_dims(q, k, v, scale=None, mask=None):
+    """Scores from the first 64 dims of each head only (a head-dim loop that never advances past one tile)."""
+    k, v = _heads(q, k, v)
+    return _softmax_v(_scores(q[..., :64], k[..., :64], default_scale(q.shape[-1]) if scale is None else scale,
+                              mask), v)
+
+
 def _declare(fn: Callable, **caps) -> Callable:
     fn.claims_capabilities = caps
     return fn
@@ -303,4 +327,10 @@ ZOO = [
           "the backward recomputes P with a log-sum-exp missing the row max", "float32-none", "gqa-4/2:dq"),
     Wrong("dkdv-not-summed-over-the-group", _declare(dkdv_not_summed_over_the_group, **BACKWARD),
           "dK, dV of a shared head keep one query head's share", "float32-none", "gqa-4/2:dk"),
+    Wrong("scales-q-in-place", _declare(scales_q_in_place, **FORWARD),
+          "the scale folded into the caller's q in place (the output is right)", "float32-none", "gqa-4/2:inputs"),
+    Wrong("drops-keys-past-1024", _declare(drops_keys_past_1024, **FORWARD),
+          "keys past the first 1024 never read (exact up to 1024 keys)", "float32-none", "keys-1025:out"),
+    Wrong("first-64-head-dims", _declare(first_64_head_dims, **FORWARD),
+          "scores from the first 64 dims of a head only (exact up to d = 64)", "float32-none", "head-128:out"),
 ]

@@ -141,6 +141,6 @@ def test_the_run_prints_its_tier_counts_and_what_the_kernel_cannot_take_before_i
     code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--mask", "none", "--examples", "1",
                      "--head-dims", "16-128")
     assert code == 0, out
-    assert "tier ci: 1 cases, 8 fixed and up to 1 drawn problems" in out
+    assert "tier ci: 1 cases, 10 fixed and up to 1 drawn problems" in out
     assert "not in this kernel's matrix: head-256 (head dim 256 outside the declared 16..128)" in out
     assert out.index("tier ci") < out.index("ok    float32-none")

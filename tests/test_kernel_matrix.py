@@ -170,24 +170,26 @@ def test_a_fixed_problem_is_the_same_tensors_in_every_tier():
             assert torch.equal(p.mask.key_padding, other.mask.key_padding)
 
 
-def _drops_keys_past_1024(q, k, v, scale=None, mask=None):
-    """A tiling bug: the keys of a last, partial group past 1024 are never read."""
-    return attention(q, k[..., :1024, :], v[..., :1024, :], scale, mask)
+@pytest.mark.parametrize("name", ["drops-keys-past-1024", "first-64-head-dims"])
+def test_a_kernel_wrong_only_at_kernel_scale_passes_the_smoke_tier_and_fails_the_default(name):
+    from tests.kernel_zoo import ZOO
 
-
-def _first_64_dims(q, k, v, scale=None, mask=None):
-    """A head-dim bug: scores from the first 64 dims only (a tile of 64 never advanced)."""
-    d = q.shape[-1]
-    return attention(q[..., :64], k[..., :64], v, kernel.default_scale(d) if scale is None else scale, mask)
-
-
-@pytest.mark.parametrize("wrong,caught_by", [(_drops_keys_past_1024, "keys-1025:out"), (_first_64_dims, "head-128:out")])
-def test_a_kernel_wrong_only_at_kernel_scale_passes_the_smoke_tier_and_fails_the_default(wrong, caught_by):
-    backend = kernel.declared_backend(wrong, wrong.__name__)
+    wrong = next(w for w in ZOO if w.name == name)
+    backend = kernel.declared_backend(wrong.fn, wrong.name)
     case = kernel.Case(torch.float32, "none")
     assert kernel.run_case(backend, case, examples=0, tier="smoke").ok
     result = kernel.run_case(backend, case, examples=0, tier=kernel.DEFAULT_TIER)
-    assert not result.ok and caught_by in result.failed_checks, result.message
+    assert not result.ok and wrong.check in result.failed_checks, result.message
+
+
+def test_a_kernel_that_writes_into_its_inputs_fails_although_its_output_is_right():
+    from tests.kernel_zoo import scales_q_in_place
+
+    result = kernel.run_case(kernel.declared_backend(scales_q_in_place, "in-place"), kernel.Case(torch.float32, "none"),
+                             examples=0)
+    assert not result.ok and "gqa-4/2:inputs" in result.failed_checks
+    assert not any(label.endswith(":out") for label in result.failed_checks)  # the output itself was right
+    assert "the kernel wrote into q" in result.message
 
 
 def test_the_tier_counts_are_what_the_run_checks():

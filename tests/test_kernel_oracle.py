@@ -1,0 +1,73 @@
+"""The float64 reference of the backend matrix against an oracle written elsewhere: torch's math SDPA in
+float64, feature by feature.
+
+Every verdict of ``claims kernel`` and ``properties/test_backends.py`` is an error measured against
+:func:`impl.attention.attention` in float64, so a wrong reference would pass a wrong kernel that agrees
+with it. Here each mask feature the matrix uses is given to torch's own math implementation of
+``scaled_dot_product_attention`` in its own terms (``is_causal`` for top-left causal, torch's
+``causal_lower_right`` bias for bottom-right, a boolean ``attn_mask`` where True takes part, a float
+``attn_mask`` added to the scores, ``enable_gqa`` for shared key/value heads, ``scale``), on the problems
+the matrix draws.
+"""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
+
+from claimcheck import kernel
+from impl.attention import ALIGNMENTS, attention
+from properties.assertions import relative_error
+
+# two float64 evaluations of one formula over at most 40 keys and 24 dims: a few hundred float64 eps
+# (2.2e-16 each) at most, far below any float32 error (1.2e-7) the matrix measures against the reference
+TOLERANCE = 1e-12
+
+
+def _sdpa_math(problem: kernel.AttentionProblem) -> torch.Tensor:
+    q, k, v, mask = problem.q, problem.k, problem.v, problem.mask
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    kwargs: dict = {"scale": problem.scale, "enable_gqa": problem.gqa}
+    if mask.bias is not None:
+        kwargs["attn_mask"] = mask.bias
+    elif mask.key_padding is not None:
+        keep = mask.key_padding[:, None, None, :].expand(q.shape[0], 1, n_q, n_k)
+        if mask.causal is not None:  # torch's causal biases do not combine with a tensor mask: spelled out
+            offset = n_k - n_q if mask.causal == "bottom-right" else 0
+            keep = keep & torch.ones(n_q, n_k, dtype=torch.bool).tril(offset)
+        kwargs["attn_mask"] = keep
+    elif mask.causal == "top-left":
+        kwargs["is_causal"] = True
+    elif mask.causal == "bottom-right":
+        kwargs["attn_mask"] = causal_lower_right(n_q, n_k)
+    with sdpa_kernel(SDPBackend.MATH):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+
+
+@pytest.mark.parametrize("kind", kernel.MASK_KINDS)
+@settings(max_examples=40)
+@given(data=st.data())
+def test_the_float64_reference_agrees_with_torchs_math_sdpa_on_every_mask_feature(kind, data):
+    problem = data.draw(kernel.attention_problems(mask_kinds=(kind,), max_d=24, scales=(None, kernel.SCALE),
+                                                  padded_alignments=ALIGNMENTS), label="problem")
+    ours = attention(problem.q, problem.k, problem.v, problem.scale, problem.mask)
+    theirs = _sdpa_math(problem)
+    assert theirs.dtype == ours.dtype == torch.float64
+    assert relative_error(ours, theirs) <= TOLERANCE, (str(problem.spec), relative_error(ours, theirs))
+
+
+@pytest.mark.parametrize("label", ["gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3", "tiles-64", "decode",
+                                   f"keys-{kernel.LONG_KEYS}", "one-key", "batch-3", "head-128",
+                                   "head-256"])
+@pytest.mark.parametrize("kind", kernel.MASK_KINDS)
+def test_the_reference_agrees_with_torchs_math_sdpa_on_every_fixed_problem_of_the_ci_tier(kind, label):
+    problems = {p.label: p for p in kernel.fixed_problems(_any_backend(), kind, tier="ci")}
+    problem = problems[label]
+    ours = attention(problem.q, problem.k, problem.v, problem.scale, problem.mask)
+    # 1025 keys and 256 dims: still a few thousand float64 eps at most
+    assert relative_error(ours, _sdpa_math(problem)) <= TOLERANCE * 10, str(problem.spec)
+
+
+def _any_backend():
+    return kernel.declared_backend(attention, "reference-oracle")
