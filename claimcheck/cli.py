@@ -569,6 +569,8 @@ def _print_case(result, spec: str, backend) -> None:
     if result.ok:
         return
     print(f"      {result.message}")
+    if result.diagnosis:
+        print(f"      the output matches: {result.diagnosis}")
     if result.failed_checks:
         print(f"      failing checks: {', '.join(dict.fromkeys(result.failed_checks))}")
     p = result.failing

@@ -740,6 +740,7 @@ class CaseResult:
     error: BaseException | None = None
     problems: int = 0
     declined: list[tuple[str, str]] = field(default_factory=list)  # (problem, reason) the kernel refused
+    diagnosis: str | None = None  # the nearby semantics the failing output matches (:func:`diagnose`)
 
     @property
     def ok(self) -> bool:
@@ -797,6 +798,8 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
     def fail(problem: AttentionProblem, checks: list[Check]) -> None:
         result.status, result.failing = "fail", problem
         result.message = _summary(checks)
+        if any(c.part == "out" and not c.ok for c in checks):
+            result.diagnosis = _diagnosis(backend, case, problem)
 
     for problem in fixed_problems(backend, case.mask, case.device, tier):
         if refused(problem):
@@ -1009,7 +1012,88 @@ def run_problem(backend: Backend, case: Case, spec: ProblemSpec) -> CaseResult:
         result.status, result.failing = "fail", problem
         result.failed_checks = [f"given:{c.part}" for c in bad]
         result.message = _summary(checks)
+        if any(c.part == "out" for c in bad):
+            result.diagnosis = _diagnosis(backend, case, problem)
     return result
+
+
+def _diagnosis(backend: Backend, case: Case, problem: AttentionProblem) -> str | None:
+    """:func:`diagnose`, where a crash of the extra call (or of an alternative) is no diagnosis."""
+    try:
+        return diagnose(backend.fn, case.dtype, problem, case.device)
+    except Exception:  # noqa: BLE001  the verdict stands without it
+        return None
+
+
+# ---- what a failing kernel computes instead ---------------------------------------------------------
+
+Semantics = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float | None, Mask], torch.Tensor]
+
+
+def nearby_semantics(problem: AttentionProblem) -> list[tuple[str, Semantics]]:
+    """``(what the kernel would implement, that attention as a function of q, k, v, scale, mask)`` for the
+    conventions a kernel commonly gets wrong, those that differ on ``problem``: the other causal alignment,
+    no causal mask, key padding ignored or inverted (True meaning "ignore"), the bias's values ignored or
+    added before the scale, scale 1 or 1/d or always 1/sqrt(d), query head h reading key/value head
+    h % H_kv, the softmax taken over the queries."""
+    m, d = problem.mask, problem.q.shape[-1]
+    given = default_scale(d) if problem.scale is None else problem.scale
+    out: list[tuple[str, Semantics]] = []
+    if m.causal is not None:
+        other = "bottom-right" if m.causal == "top-left" else "top-left"
+        out.append((f"{other} causal alignment (declared {m.causal})",
+                    lambda q, k, v, s, mask: attention(q, k, v, s, Mask(other, mask.key_padding, mask.bias))))
+        out.append(("no causal mask", lambda q, k, v, s, mask: attention(q, k, v, s, Mask(None, mask.key_padding,
+                                                                                             mask.bias))))
+    if m.key_padding is not None:
+        out.append(("key padding ignored", lambda q, k, v, s, mask: attention(q, k, v, s, Mask(mask.causal, None,
+                                                                                                  mask.bias))))
+        if (~m.key_padding).any(-1).all():  # every sequence keeps a key under the inverted reading
+            out.append(("key padding inverted (True read as: ignore this key)", lambda q, k, v, s, mask: attention(
+                q, k, v, s, Mask(mask.causal, ~mask.key_padding, mask.bias))))
+    if m.bias is not None:
+        out.append(("the bias's finite values ignored (only its -inf entries kept)", lambda q, k, v, s, mask: attention(
+            q, k, v, s, Mask(mask.causal, mask.key_padding,
+                             torch.where(torch.isfinite(mask.bias), torch.zeros_like(mask.bias), mask.bias)))))
+        out.append(("the bias added before the scale", lambda q, k, v, s, mask: attention(
+            q, k, v, s, Mask(mask.causal, mask.key_padding, mask.bias * given))))
+    for label, value in (("scale 1", 1.0), (f"scale 1/d = 1/{d}", 1.0 / d),
+                         (f"the default scale 1/sqrt(d) = {default_scale(d):.4g}, not the caller's {given:g}",
+                          default_scale(d))):
+        if not math.isclose(value, given):
+            out.append((label, lambda q, k, v, s, mask, value=value: attention(q, k, v, value, mask)))
+    h_q, h_kv = problem.q.shape[1], problem.k.shape[1]
+    if h_kv > 1 and h_q > h_kv:
+        heads = torch.arange(h_q) % h_kv
+        out.append(("query head h reading key/value head h % H_kv (not h // group)",
+                    lambda q, k, v, s, mask: attention(q, k[:, heads], v[:, heads], s, mask)))
+    if not m.features and problem.q.shape[2] > 1:
+        out.append(("the softmax taken over the queries", lambda q, k, v, s, mask: torch.softmax(
+            scores(q, k, s).transpose(-1, -2), -1).transpose(-1, -2) @ repeat_kv(v, h_q // h_kv)))
+    return out
+
+
+def diagnose(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, device: str = "cpu") -> str | None:
+    """The first of :func:`nearby_semantics` that the kernel's output on ``problem`` satisfies under the
+    error-ratio rule (against that semantics in float64, its naive same-precision error the yardstick),
+    or None. For a problem that failed: it calls the kernel once more."""
+    q, k, v, mask = problem.cast(dtype, device)
+    q64, k64, v64, mask64 = q.double(), k.double(), v.double(), mask_to(mask, device, torch.float64)
+    with torch.no_grad():
+        declared = attention(q64, k64, v64, problem.scale, mask64)
+        candidates = [(label, semantics(q64, k64, v64, problem.scale, mask64), semantics(q, k, v, problem.scale, mask))
+                      for label, semantics in nearby_semantics(problem)]  # before the kernel sees the tensors
+        got = fn(q, k, v, problem.scale, mask)
+    if not isinstance(got, torch.Tensor) or not torch.isfinite(got).all():
+        return None
+    for label, oracle, naive in candidates:
+        if oracle.shape != got.shape or not torch.isfinite(oracle).all():
+            continue
+        if within_reference_error(declared.to(dtype), oracle, naive, C_OUT, floor_ulps=FLOOR_ULPS).ok:
+            continue  # the rule cannot tell this semantics from the declared one here (one key: every softmax is 1)
+        if within_reference_error(got, oracle, naive, C_OUT, floor_ulps=FLOOR_ULPS).ok:
+            return label
+    return None
 
 
 def _summary(checks: list[Check]) -> str:

@@ -121,7 +121,8 @@ def _assert_case(backend, result: kernel.CaseResult, spec: str, tier: str) -> No
     if result.status == "declined":
         pytest.skip(result.message)
     failing = result.failing
-    claim_assert(result.ok, f"{where}: {result.message}", checks=result.failed_checks, problem=failing and failing.label,
+    message = result.message + (f"; the output matches: {result.diagnosis}" if result.diagnosis else "")
+    claim_assert(result.ok, f"{where}: {message}", checks=result.failed_checks, problem=failing and failing.label,
                  shape=failing and failing.shape, spec=failing and str(failing.spec),
                  repro=kernel.repro(spec, backend, result.case, failing, tier))
 

@@ -36,6 +36,7 @@ def test_a_wrong_function_fails_with_the_problem_and_a_repro_that_fails_again(ca
     assert code == 1, out
     assert "FAIL  float32-none" in out and "gqa-4/2:out" in out
     assert "problem (gqa-4/2): B=1 H_q=4 H_kv=2 n_q=9 n_k=20" in out
+    assert "the output matches: query head h reading key/value head h % H_kv (not h // group)" in out
     repro = re.search(r"repro: claims kernel (.*)", out).group(1)
     code, again = _run(capsys, *shlex.split(repro))
     assert code == 1 and "given:out" in again, again

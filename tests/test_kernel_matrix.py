@@ -199,3 +199,46 @@ def test_the_tier_counts_are_what_the_run_checks():
     assert counts == {"cases": 2, "fixed": sum(len(kernel.fixed_problems(backend, m, "cpu", "ci"))
                                                for m in ("none", "key-padding")), "drawn": 6, "fully_masked": 0}
     assert sum(r.problems for r in results) == counts["fixed"] + counts["drawn"]
+
+
+# ---- what a failing kernel computes instead ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,diagnosis", [
+    ("wrong-scale", "scale 1/d = 1/16"),
+    ("causal-alignment", "top-left causal alignment (declared bottom-right)"),
+    ("causal-dropped-for-one-query", "bottom-right causal alignment (declared top-left)"),
+    ("gqa-modulo", "query head h reading key/value head h % H_kv (not h // group)"),
+    ("scale-ignored", "the default scale 1/sqrt(d) = 0.25, not the caller's 0.3"),
+    ("key-padding-ignored", "key padding ignored"),
+    ("bias-before-scale", "the bias added before the scale"),
+    ("softmax-over-queries", "the softmax taken over the queries"),
+])
+def test_a_failing_kernel_is_told_which_nearby_semantics_its_output_matches(name, diagnosis):
+    from tests.kernel_zoo import ZOO
+
+    wrong = next(w for w in ZOO if w.name == name)
+    dtype, mask = wrong.case.split("-", 1)
+    result = kernel.run_case(kernel.declared_backend(wrong.fn, name), kernel.Case(kernel.DTYPES[dtype], mask),
+                             examples=0)
+    assert not result.ok and result.diagnosis == diagnosis
+
+
+@pytest.mark.parametrize("name", ["online-softmax-without-rescaling", "no-max-subtraction", "dropped-tail-block",
+                                  "scales-q-in-place"])
+def test_a_kernel_wrong_in_no_nearby_convention_gets_no_diagnosis(name):
+    from tests.kernel_zoo import ZOO
+
+    wrong = next(w for w in ZOO if w.name == name)
+    dtype, mask = wrong.case.split("-", 1)
+    result = kernel.run_case(kernel.declared_backend(wrong.fn, name), kernel.Case(kernel.DTYPES[dtype], mask),
+                             examples=0)
+    assert not result.ok and result.diagnosis is None
+
+
+def test_a_correct_kernel_matches_none_of_the_nearby_semantics_on_any_fixed_problem():
+    """Every alternative differs from the declared semantics on the problems where it is tried, so a
+    diagnosis can only describe a wrong kernel."""
+    for kind in kernel.MASK_KINDS:
+        for p in kernel.fixed_problems(BACKENDS["reference"], kind, tier="ci"):
+            assert kernel.diagnose(attention, torch.float32, p) is None, (kind, p.label)
