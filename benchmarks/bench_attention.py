@@ -234,3 +234,50 @@ class LinearAttentionScaling:
     def _peak_bytes(self, n):
         call, input_bytes = self._prepare(n)
         return input_bytes + peak_bytes(call, "cpu")
+
+
+class AttentionAccuracy:
+    """Accuracy as history, beside speed: each backend's worst error ratio per dtype on the backend matrix's
+    fixed problems (:mod:`claimcheck.kernel`, tier ``smoke``, every mask kind it declares; the ratio of its
+    error against the float64 reference to the naive same-precision reference's; the matrix allows 2 x for
+    outputs and 3 x for gradients plus a rounding floor, so a ratio above that can pass where both errors
+    are at the floor). A numerical regression then shows in ``asv publish`` like a slowdown.
+    Deterministic: fixed problems only, no drawn ones."""
+
+    version = "1"
+    params = [CPU_EAGER_BACKENDS, ["float32", "float16", "bfloat16"]]
+    param_names = ["backend", "dtype"]
+    device = "cpu"
+    timeout = 600
+
+    def setup(self, backend, dtype):
+        require_device(self.device)
+        from claimcheck import kernel as matrix
+        from impl.backends import BACKENDS as REGISTRY, available
+
+        ok, why = available(REGISTRY[backend], self.device, DTYPES[dtype])
+        if not ok:
+            raise NotImplementedError(why)
+        masks = [m for m in matrix.MASK_KINDS]
+        results, _ = matrix.run_matrix(REGISTRY[backend], self.device, [DTYPES[dtype]], masks, examples=0,
+                                       tier="smoke")
+        if not results:
+            raise NotImplementedError(f"{backend} declares no case in {dtype} on {self.device}")
+        self.worst = max(r.worst[0] for r in results)
+
+    def track_worst_error_ratio(self, backend, dtype):
+        return self.worst
+
+    track_worst_error_ratio.unit = "error / naive same-precision error"
+
+
+class AttentionAccuracyCuda(AttentionAccuracy):
+    """:class:`AttentionAccuracy` on CUDA, every registry backend that declares it."""
+
+    params = [BACKENDS, ["float32", "float16", "bfloat16"]]
+    device = "cuda"
+
+    def track_worst_error_ratio(self, backend, dtype):  # spelled out: claims check reads names from class bodies
+        return self.worst
+
+    track_worst_error_ratio.unit = "error / naive same-precision error"
