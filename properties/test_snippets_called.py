@@ -26,7 +26,8 @@ import torch
 
 from claimcheck import claim_assert, control, premise, refutes
 from claimcheck.snippets import SnippetRun, execute
-from properties.strategies.spectral import gaussian, printed_code
+from impl.spectral import eigenvalues, mass_rank, relative_singular_value_gap, singular_value_gap, stable_rank
+from properties.strategies.spectral import fresh_code, gaussian, printed_code
 
 matplotlib.use("Agg")
 import matplotlib.pyplot  # noqa: E402  (the spectral snippets import it: load it once, at collection)
@@ -394,6 +395,39 @@ def test_printed_measure_rank_collapse_returns_one_record_per_length():
     claim_assert([r["n"] for r in results] == [16, 32], "not one record per length", results=results)
 
 
+def _head_zero_weights(model, x):
+    """A reader's get_attention_matrix (line 170): the model's head-0 weights on x, [n, n], in float64."""
+    return model.mha(x, x, x, need_weights=True, average_attn_weights=False)[1][0, 0].double()
+
+
+@pytest.mark.claim("spectral.snippet-measure-rank-collapse")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "'spectral_gap': spectrum['spectral_gap']", "'spectral_gap': spectrum['tail_ratio']",
+    "another of the six statistics reported as the gap")])
+def test_measure_rank_collapse_with_a_readers_attention_helper_reports_each_lengths_rank_and_gap(mutation):
+    seen = []
+
+    def get_attention_matrix(model, x):  # the helper the reader supplies; records what it returns
+        seen.append(_head_zero_weights(model, x))
+        return seen[-1]
+
+    claim = "spectral.snippet-measure-rank-collapse"
+    run = mutant_code(claim, *mutation, get_attention_matrix=get_attention_matrix) if mutation else \
+        fresh_code(claim, get_attention_matrix=get_attention_matrix)
+    results = reader_call("measure_rank_collapse(model, [16, 32])",
+                          lambda: run.namespace["measure_rank_collapse"](_ModelWithDModel(), [16, 32]))
+    claim_assert([r["n"] for r in results] == [16, 32] and len(seen) == 2, "not one record per length",
+                 results=results)
+    for r, a in zip(results, seen):
+        n = a.shape[0]
+        # numpy's and torch's float64 SVDs of one matrix agree to 64 eps s_1 (s_1 >= 1 for A 1 = 1): the n-term
+        # stable rank within 4 n of that, the relative gap within 2 of it
+        claim_assert(abs(r["effective_rank"] - stable_rank(a).item()) <= 4 * n * 64 * EPS64
+                     and abs(r["spectral_gap"] - relative_singular_value_gap(a).item()) <= 2 * 64 * EPS64,
+                     "a record is not the stable rank and 1 - s_2/s_1 of the length's attention matrix", record=r,
+                     stable_rank=stable_rank(a).item(), gap=relative_singular_value_gap(a).item())
+
+
 @pytest.mark.claim("spectral.snippet-spectral-pruning")
 @pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
     "s_pruned[:k] = s[:k]", "s_pruned[:k] = s[-k:]", "the k smallest singular values kept, not the k largest")])
@@ -463,6 +497,32 @@ def test_printed_spectral_preserving_quantize_returns_a_weight_of_the_same_shape
     out = reader_call("spectral_preserving_quantize(W)",
                       lambda: _code("spectral.snippet-spectral-preserving-quantize", "spectral_preserving_quantize")(w))
     claim_assert(_shape(out) == (64, 64), "the quantised weight does not have W's shape", shape=_shape(out))
+
+
+def _uniform_quantize(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """A reader's quantize (line 507): round to the 2^bits - 1 steps of [0, max x]."""
+    step = x.max() / (2**bits - 1)
+    return torch.round(x / step) * step
+
+
+@pytest.mark.claim("spectral.snippet-spectral-preserving-quantize")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "s_full[:k] = s_quantized", "s_full[:k] = s_important", "the quantised values computed, then not used")])
+def test_spectral_preserving_quantize_with_a_readers_quantizer_returns_a_weight_of_quantised_spectrum(mutation):
+    claim = "spectral.snippet-spectral-preserving-quantize"
+    run = mutant_code(claim, *mutation, quantize=_uniform_quantize) if mutation else \
+        fresh_code(claim, quantize=_uniform_quantize)
+    w = gaussian((64, 64), 19)
+    out = reader_call("spectral_preserving_quantize(W)", lambda: run.namespace["spectral_preserving_quantize"](w))
+    s, k = torch.linalg.svdvals(w), int(0.8 * 64)
+    expected = torch.cat([_uniform_quantize(s[:k], 8), torch.zeros(64 - k, dtype=s.dtype)])
+    got = torch.linalg.svdvals(out)
+    # two backward-stable SVDs of 64 x 64 float64 matrices, and the rebuild U diag V^T: 16 n eps s_1 each (as in
+    # pruning); the 8-bit steps (s_1 / 255) are ~10^11 times larger
+    tol = 3 * 16 * 64 * EPS64 * s[0].item()
+    claim_assert(_shape(out) == (64, 64) and (got - expected).abs().max().item() <= tol, "the output is not a 64 x 64 "
+                 "weight whose singular values are the 8-bit quantised top 80% of W's", shape=_shape(out),
+                 max_error=(got - expected).abs().max().item())
 
 
 class _OneAttentionLayer(torch.nn.Module):
@@ -557,3 +617,77 @@ def test_printed_evaluate_architecture_spectral_scores_a_config():
     fn = _code("spectral.snippet-evaluate-architecture-spectral", "evaluate_architecture_spectral")
     score = reader_call("evaluate_architecture_spectral({}, x)", lambda: fn({}, torch.randn(1, 5, 8)))
     claim_assert(0 <= score <= 1, "the score is not a fraction of layers", score=score)
+
+
+def _head_zero_weights_by_layer(model: torch.nn.Sequential, x: torch.Tensor) -> list[torch.Tensor]:
+    """Each layer's head-0 attention weights on its own input, in float64 (the oracle's matrices)."""
+    out = []
+    with torch.no_grad():
+        for layer in model:
+            out.append(layer.mha(x, x, x, need_weights=True, average_attn_weights=False)[1][0, 0].double())
+            x = layer(x)
+    return out
+
+
+def _share_margin(a: torch.Tensor, q: float = 0.99) -> float:
+    """How far the cumulative singular-value shares of ``a`` stay from q: a float32 SVD moves them by ~n 2^-24."""
+    s = torch.linalg.svdvals(a)
+    return (s.cumsum(0) / s.sum() - q).abs().min().item()
+
+
+@pytest.mark.claim("spectral.snippet-training-monitor")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "if step % log_every == 0:", "if step % log_every == 1:", "the logging steps shifted by one")])
+def test_training_monitor_with_a_readers_train_step_trains_on_every_batch_and_warns_every_log_every_steps(mutation):
+    steps = []
+    train_step = lambda model, batch: steps.append(batch) or 0.0  # noqa: E731  the reader's step; records its batch
+    claim = "spectral.snippet-training-monitor"
+    run = mutant_code(claim, *mutation, train_step=train_step) if mutation else fresh_code(claim, train_step=train_step)
+    model = torch.nn.Sequential(_OneAttentionLayer(True), _OneAttentionLayer(True))
+    batches = [{"input": torch.randn(1, 8, 8, generator=torch.Generator().manual_seed(30 + i))} for i in range(3)]
+    _, printed = _quietly(lambda: reader_call("training_monitor(model, batches, log_every=2)",
+                                              lambda: run.namespace["training_monitor"](model, batches, log_every=2)))
+    expected = []
+    for b in batches[::2]:  # steps 0 and 2
+        for i, a in enumerate(_head_zero_weights_by_layer(model, b["input"])):
+            premise(_share_margin(a) > 1e-4, "a share lies too close to 0.99 for float32 to decide", layer=i)
+            if mass_rank(a, 0.99).item() < 5:
+                expected.append(f"layer_{i} 有效秩过低")
+            if eigenvalues(a).abs().max().item() > 0.95:
+                expected.append(f"layer_{i} 主导特征值过高")
+    warned = [" ".join(line.split()[1:3]).split(" (")[0] for line in printed.splitlines() if line.startswith("警告")]
+    claim_assert(len(steps) == 3 and all(s is b for s, b in zip(steps, batches)), "train_step is not called once per "
+                 "batch, in order", steps=len(steps))
+    claim_assert(warned == expected, "the warnings are not those of the layers at steps 0 and 2 with effective rank "
+                 "< 5 or dominant eigenvalue > 0.95", warned=warned, expected=expected)
+
+
+def _readers_builder(config) -> torch.nn.Sequential:
+    """A reader's build_transformer (line 704): config['n_layers'] attention layers of width 16 returning per-head
+    weights, as the analyzer it feeds needs."""
+    return torch.nn.Sequential(*[_OneAttentionLayer(True, 16) for _ in range(config["n_layers"])])
+
+
+@pytest.mark.claim("spectral.snippet-evaluate-architecture-spectral")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "return score / len(spectra)", "return score / (len(spectra) + 1)", "one layer too many in the denominator")])
+def test_evaluate_architecture_spectral_with_a_readers_builder_returns_the_healthy_share_of_layers(mutation):
+    claim = "spectral.snippet-evaluate-architecture-spectral"
+    run = mutant_code(claim, *mutation, build_transformer=_readers_builder) if mutation else \
+        fresh_code(claim, build_transformer=_readers_builder)
+    # 64 tokens, two layers without residuals: the first is healthy (99%-mass rank 37, gap 0.63), the second sees
+    # the first's averaged tokens and collapses (rank 1), so the share 1/2 shows the count
+    config, x = {"n_layers": 2}, torch.randn(1, 64, 16, generator=torch.Generator().manual_seed(38))
+    score = reader_call("evaluate_architecture_spectral(config, x)",
+                        lambda: run.namespace["evaluate_architecture_spectral"](config, x))
+    healthy = []
+    for i, a in enumerate(_head_zero_weights_by_layer(_readers_builder(config), x)):
+        er, sg = mass_rank(a, 0.99).item(), singular_value_gap(a).item()
+        # float32 SVDs move the shares and s_1 - s_2 by ~n 2^-24 = 4e-6: 1e-4 and 1e-3 keep every decision exact
+        premise(_share_margin(a) > 1e-4 and min(abs(sg - 0.3), abs(sg - 0.7)) > 1e-3,
+                "a layer lies too close to a threshold for float32 to decide", layer=i, gap=sg)
+        healthy.append(30 < er < 100 and 0.3 < sg < 0.7)
+    premise(0 < sum(healthy) < len(healthy), "the layers are all healthy or all not: the share would not show the "
+            "count", healthy=healthy)
+    claim_assert(score == sum(healthy) / len(healthy), "the score is not the share of layers with 30 < er < 100 and "
+                 "0.3 < sg < 0.7", score=score, healthy=healthy)

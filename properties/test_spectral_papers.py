@@ -254,9 +254,10 @@ def test_equal_ntk_spectra_can_give_different_training_curves():
 # --- line 651: "stable rank of the attention matrix is proportional to knowledge capacity" -----------------------
 
 @pytest.mark.claim("spectral.stable-rank-proportional-knowledge-capacity")
-@refutes(reason="one fixed random attention layer (d = 16, n = 32) on two inputs: the smallest comparison that holds "
-                "the model, and so its capacity, fixed")
-def test_one_model_has_attention_matrices_of_different_stable_rank():
+def test_the_stable_rank_of_one_layer_depends_on_its_input():
+    """What can be decided offline: one fixed random attention layer (d = 16, n = 32) gives stable rank 1 on a
+    repeated token and more on distinct tokens, so the line can only relate a data-averaged stable rank of trained
+    models to their capacity, a relation no computation here decides."""
     d, n = 16, 32
     g = _gen(651)
     wq, wk = torch.randn(d, d, generator=g, dtype=F64), torch.randn(d, d, generator=g, dtype=F64)
@@ -264,9 +265,9 @@ def test_one_model_has_attention_matrices_of_different_stable_rank():
     distinct = torch.randn(n, d, generator=g, dtype=F64)
     ranks = [stable_rank(_attention(x @ wq, x @ wk)).item() for x in (repeated, distinct)]
     record("stable_rank", {"repeated_token": ranks[0], "distinct_tokens": ranks[1]})
-    claim_assert(abs(ranks[0] - ranks[1]) <= 1e-6 * ranks[1], "one model (one capacity) gives attention matrices of "
-                 "stable rank 1 and > 1 on two inputs: stable rank cannot be proportional to the model's capacity",
-                 repeated=ranks[0], distinct=ranks[1])
+    # a repeated token gives the rank-one uniform matrix, stable rank 1 up to an SVD's few ulps; 1e-6 is far above them
+    claim_assert(abs(ranks[0] - 1) <= 1e-6 and ranks[1] > 1 + 1e-6, "the stable rank of a fixed layer does not "
+                 "change with the input", repeated=ranks[0], distinct=ranks[1])
 
 
 # --- line 290 vs line 278: the weight spectrum at initialisation -------------------------------------------------
