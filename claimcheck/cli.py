@@ -532,7 +532,52 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
           + (f", {len(skipped)} not declared or not runnable here" if skipped else ""))
     if not backend.scale:
         print("claims kernel: the kernel declares no scale argument: only its default 1/sqrt(d_k) was checked")
+    if args.bench:
+        if failed or not results:
+            print("claims kernel: --bench: speed not measured: a kernel that fails the matrix has no speed worth "
+                  "reporting" if failed else "claims kernel: --bench: speed not measured: no case ran")
+        else:
+            _bench(backend, device, dtypes)
     return EXIT_CLAIMS_FAILED if failed else EXIT_OK
+
+
+BENCH_SHAPE = (1, 8, 1024, 64)  # B, H, n, d: one mid-size prefill shape, the same for every kernel
+
+
+def _bench(backend, device: str, dtypes) -> None:
+    """Time the kernel that passed against torch's SDPA (its default choice of kernel) on one shape, per
+    declared dtype: the median of a few calls after a warm-up (compiled kernels compile there)."""
+    import statistics
+    import time
+
+    import torch
+
+    from claimcheck import kernel
+
+    def median_seconds(call) -> float:
+        call()
+        times = []
+        for _ in range(5):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            call()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    b, h, n, d = BENCH_SHAPE
+    for dtype in [t for t in (dtypes or sorted(backend.devices[device].dtypes, key=str))
+                  if t in backend.devices[device].dtypes]:
+        gen = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn((b, h, n, d), generator=gen).to(device, dtype) for _ in range(3))
+        with torch.no_grad():
+            ours = median_seconds(lambda: backend.fn(q, k, v, None, None))
+            sdpa = median_seconds(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v))
+        print(f"claims kernel: --bench {kernel.dtype_name(dtype)} B={b} H={h} n={n} d={d}: {ours * 1e3:.3g} ms, "
+              f"torch SDPA {sdpa * 1e3:.3g} ms ({sdpa / ours:.2g}x its speed; wall clock on this machine, "
+              "the median of 5 calls)")
 
 
 def _capabilities(backend, device: str) -> str:
@@ -713,6 +758,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "full 40)")
     p.add_argument("--seed", type=int, default=0, help="base of the per-case seeds (default: 0)")
     p.add_argument("--no-shrink", action="store_true", help="report the first failing drawn problem unshrunk")
+    p.add_argument("--bench", action="store_true", help="after a matrix with no failure, time the kernel against "
+                   "torch's SDPA on one shape per dtype (a kernel that fails gets no speed)")
     p.add_argument("--problem", metavar="SPEC", help="run one problem (the repro a failure prints), e.g. "
                    "'B=1,H_q=4,H_kv=2,n_q=9,n_k=20,d_k=16,d_v=16,seed=1000,logit_scale=1.0'")
     p.set_defaults(func=cmd_kernel)

@@ -145,3 +145,11 @@ def test_the_run_prints_its_tier_counts_and_what_the_kernel_cannot_take_before_i
     assert "tier ci: 1 cases, 10 fixed and up to 1 drawn problems" in out
     assert "not in this kernel's matrix: head-256 (head dim 256 outside the declared 16..128)" in out
     assert out.index("tier ci") < out.index("ok    float32-none")
+
+
+def test_bench_times_only_a_kernel_that_passes(capsys):
+    narrow = ["--dtype", "float32", "--mask", "none", "--examples", "1", "--tier", "smoke", "--bench"]
+    code, out = _run(capsys, "impl.attention:attention", *narrow)
+    assert code == 0 and re.search(r"--bench float32 B=1 H=8 n=1024 d=64: [\d.]+ ms, torch SDPA [\d.]+ ms", out), out
+    code, out = _run(capsys, "tests.kernel_zoo:gqa_modulo", *narrow)
+    assert code == 1 and "speed not measured: a kernel that fails the matrix" in out and " ms, torch SDPA" not in out
