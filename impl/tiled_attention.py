@@ -31,7 +31,7 @@ import math
 import torch
 
 from impl.attention import Mask, check_attention_inputs, default_scale, mask_bias, repeat_kv
-from impl.io_model import IOCounter
+from impl.io_counter import IOCounter
 
 
 def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
