@@ -485,7 +485,8 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
             raise InputError(f"--head-dim-multiple {args.head_dim_multiple}: expected a positive integer")
         overrides = dict(dtypes=dtypes and [kernel.dtype_name(d) for d in dtypes], masks=masks, gqa=args.gqa,
                          backward=args.backward, head_dims=lo_hi, equal_head_dims=args.equal_head_dims,
-                         fully_masked=args.fully_masked, head_dim_multiple=args.head_dim_multiple, scale=args.scale)
+                         fully_masked=args.fully_masked, head_dim_multiple=args.head_dim_multiple, scale=args.scale,
+                         deterministic=args.deterministic)
         device = args.device
         if ":" not in args.function:  # a registry backend: --dtype only narrows the run
             backend = kernel.resolve(args.function, **{**overrides, "dtypes": None})
@@ -588,7 +589,8 @@ def _capabilities(backend, device: str) -> str:
     return (f"dtypes {dtypes}; masks {', '.join(sorted(s.masks)) or 'none'}; GQA {'yes' if backend.gqa else 'no'}; "
             f"backward {'yes' if s.backward else 'no'}; {dims}{' (d_v = d_k)' if backend.equal_head_dims else ''}; "
             f"scale {'yes' if backend.scale else 'no (only 1/sqrt(d_k) checked)'}; "
-            f"fully masked rows {backend.fully_masked or 'not declared'}"
+            f"fully masked rows {backend.fully_masked or 'not declared'}; "
+            f"deterministic {'yes (checked)' if backend.deterministic else 'not declared (not checked)'}"
             + ("; the kernel's library may decline problems (listed)" if backend.declines else ""))
 
 
@@ -749,6 +751,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", action=argparse.BooleanOptionalAction, default=None,
                    help="the kernel takes the caller's softmax scale (default: yes; --no-scale: only 1/sqrt(d_k) "
                    "is checked, and the verdict says so)")
+    p.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
+                   help="the forward gives bitwise-equal outputs on equal inputs: every problem is run twice and "
+                   "compared (default: not declared, not checked)")
     p.add_argument("--mask", action="append", metavar="KIND", help="run only these mask kinds (repeat): "
                    "none, causal-top-left, causal-bottom-right, key-padding, additive, fully-masked")
     p.add_argument("--tier", choices=("smoke", "ci", "full"), default="ci",

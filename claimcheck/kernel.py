@@ -511,7 +511,7 @@ def _outputs(fn: Callable, q, k, v, mask, d_out, backward: bool, scale: float | 
 
 
 def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, backward: bool,
-                  device: str = "cpu") -> list[Check]:
+                  device: str = "cpu", deterministic: bool = False) -> list[Check]:
     """The rule for the output (and, with ``backward``, the gradients) of ``fn`` on one problem.
 
     Exceptions raised by ``fn`` propagate: a crash is not a wrong answer.
@@ -545,6 +545,16 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
     if changed:
         checks.append(Check("inputs", math.inf, 0.0, 0.0, 0.0, math.inf, False,
                             f"inputs: the kernel wrote into {', '.join(changed)} (they must be left unmodified)"))
+    elif deterministic and isinstance(actual[0], torch.Tensor):
+        with torch.no_grad():
+            again = fn(q, k, v, s, mask)
+        if not (isinstance(again, torch.Tensor) and again.shape == actual[0].shape
+                and torch.equal(torch.nan_to_num(again.detach()), torch.nan_to_num(actual[0]))):
+            differ = (again.detach() != actual[0]).sum().item() if isinstance(again, torch.Tensor) and \
+                again.shape == actual[0].shape else "all"
+            checks.append(Check("determinism", math.inf, 0.0, 0.0, 0.0, math.inf, False,
+                                f"determinism: a second call on the same inputs differs in {differ} of "
+                                f"{actual[0].numel()} outputs (the kernel declares bitwise-equal outputs)"))
     return checks
 
 
@@ -790,7 +800,7 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
         return _refusal(backend, result, problem, backward)
 
     def judge(problem: AttentionProblem) -> list[Check]:
-        checks = check_problem(backend.fn, case.dtype, problem, backward, case.device)
+        checks = check_problem(backend.fn, case.dtype, problem, backward, case.device, backend.deterministic)
         result.problems += 1
         result.checks.extend((problem, c) for c in checks)
         return checks
@@ -903,7 +913,7 @@ def tier_counts(backend: Backend, device: str = "cpu", dtypes=None, masks=None, 
 
 
 CAPABILITY_KEYS = ("devices", "dtypes", "masks", "gqa", "backward", "head_dims", "equal_head_dims", "fully_masked",
-                   "head_dim_multiple", "declines", "scale")
+                   "head_dim_multiple", "declines", "scale", "deterministic")
 
 
 def load_function(spec: str) -> Callable:
@@ -959,7 +969,7 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
     return Backend(name, fn, {d: support for d in devices}, gqa=bool(declared.get("gqa", True)),
                    head_dims=(int(lo), int(hi)), equal_head_dims=bool(declared.get("equal_head_dims", False)),
                    fully_masked=fully_masked, head_dim_multiple=multiple, declines=refuses,
-                   scale=bool(declared.get("scale", True)),
+                   scale=bool(declared.get("scale", True)), deterministic=bool(declared.get("deterministic", False)),
                    doc=f"{name} (checked by claims kernel)")
 
 
@@ -1001,7 +1011,7 @@ def run_problem(backend: Backend, case: Case, spec: ProblemSpec) -> CaseResult:
     if _refusal(backend, result, problem, backward):
         return _declined_only(result)
     try:
-        checks = check_problem(backend.fn, case.dtype, problem, backward, case.device)
+        checks = check_problem(backend.fn, case.dtype, problem, backward, case.device, backend.deterministic)
     except Exception as exc:  # noqa: BLE001
         result.status, result.error, result.failing, result.message = "error", exc, problem, f"{type(exc).__name__}: {exc}"
         return result

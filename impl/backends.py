@@ -75,6 +75,9 @@ class Backend:
     # the kernel's own rule for one problem: (q, k, v, mask, backward) -> why it would not run it, or None
     declines: Callable[..., str | None] | None = None
     scale: bool = True  # takes the caller's softmax scale (False: only its default 1/sqrt(d_k) is checked, and said)
+    # the forward gives bitwise-equal outputs for equal inputs, call after call (checked on every problem when True;
+    # not declared: not checked, and said)
+    deterministic: bool = False
     doc: str = ""
 
 
@@ -259,16 +262,16 @@ _CUDA_16 = frozenset({torch.float16, torch.bfloat16})
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in [
     Backend("reference", attention, {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)}, fully_masked="nan",
-            doc="impl.attention.attention: softmax(q k^T s + bias) v in plain torch"),
+            deterministic=True, doc="impl.attention.attention: softmax(q k^T s + bias) v in plain torch"),
     Backend("tiled", _tiled, {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)},
-            doc="impl.tiled_attention.flash_attention with 16 x 16 tiles"),
+            deterministic=True, doc="impl.tiled_attention.flash_attention with 16 x 16 tiles"),
     Backend("sdpa-math", _sdpa("MATH"), {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)},
-            doc="SDPA, math kernel"),
+            deterministic=True, doc="SDPA, math kernel"),
     Backend("sdpa-flash", _sdpa("FLASH_ATTENTION"),
             {"cpu": Support(ALL_DTYPES),  # the CPU flash kernel takes attn_mask and float64
              "cuda": Support(_CUDA_16, masks=frozenset({"causal-top-left"}))},
             head_dims=(1, 256), equal_head_dims=True, declines=_sdpa_declines("FLASH_ATTENTION"),
-            doc="SDPA, FlashAttention-2 kernel"),
+            deterministic=True, doc="SDPA, FlashAttention-2 kernel"),
     Backend("sdpa-efficient", _sdpa("EFFICIENT_ATTENTION"),
             {"cuda": Support(F32_16)}, fully_masked=None, head_dim_multiple=8, declines=_sdpa_declines("EFFICIENT_ATTENTION"),
             doc="SDPA, memory-efficient (xFormers) kernel; CUDA only"),
@@ -279,11 +282,11 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in [
     Backend("flex", _flex,
             {"cpu": Support(F32_16, backward=False),  # inductor CPU: inference only
              "cuda": Support(ALL_DTYPES)},
-            doc="FlexAttention (torch.compile, one compiled function per process)"),
+            deterministic=True, doc="FlexAttention (torch.compile, one compiled function per process)"),
     Backend("triton", _triton,
             {"cpu": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right"})),
              "cuda": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right"}))},
-            head_dims=(16, 128), equal_head_dims=True, requires=_triton_requires,
+            head_dims=(16, 128), equal_head_dims=True, requires=_triton_requires, deterministic=True,
             doc="impl.triton_attention (our kernel); on CPU under TRITON_INTERPRET=1, correctness only"),
     Backend("flash-attn", _flash_attn, {"cuda": Support(_CUDA_16, masks=frozenset({"causal-bottom-right"}))},
             head_dims=(1, 256), equal_head_dims=True, requires=_needs_module("flash_attn", "pip install 'transformer-claims[gpu]'"),

@@ -278,6 +278,16 @@ def first_64_head_dims(q, k, v, scale=None, mask=None):
                               mask), v)
 
 
+def keys_in_a_new_order_each_call(q, k, v, scale=None, mask=None):
+    """Sums over the keys in an order that changes from call to call (as atomics or a split-K reduction
+    order do): as accurate as the reference, but not bitwise the same twice, while declaring it is."""
+    k, v = _heads(q, k, v)
+    if mask is None or not mask.features:  # a mask's columns would have to move with the keys: unmasked only
+        order = torch.randperm(k.shape[-2])
+        k, v = k[..., order, :], v[..., order, :]
+    return _softmax_v(_scores(q, k, scale, mask), v)
+
+
 def _declare(fn: Callable, **caps) -> Callable:
     fn.claims_capabilities = caps
     return fn
@@ -331,6 +341,9 @@ ZOO = [
           "the scale folded into the caller's q in place (the output is right)", "float32-none", "gqa-4/2:inputs"),
     Wrong("drops-keys-past-1024", _declare(drops_keys_past_1024, **FORWARD),
           "keys past the first 1024 never read (exact up to 1024 keys)", "float32-none", "keys-1025:out"),
+    Wrong("keys-in-a-new-order-each-call", _declare(keys_in_a_new_order_each_call, **FORWARD, deterministic=True),
+          "declares bitwise-equal outputs, sums the keys in a new order each call", "float32-none",
+          "gqa-4/2:determinism"),
     Wrong("first-64-head-dims", _declare(first_64_head_dims, **FORWARD),
           "scores from the first 64 dims of a head only (exact up to d = 64)", "float32-none", "head-128:out"),
 ]

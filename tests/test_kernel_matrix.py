@@ -242,3 +242,23 @@ def test_a_correct_kernel_matches_none_of_the_nearby_semantics_on_any_fixed_prob
     for kind in kernel.MASK_KINDS:
         for p in kernel.fixed_problems(BACKENDS["reference"], kind, tier="ci"):
             assert kernel.diagnose(attention, torch.float32, p) is None, (kind, p.label)
+
+
+def test_a_kernel_declared_deterministic_is_run_twice_and_one_that_is_not_bitwise_equal_fails():
+    from tests.kernel_zoo import keys_in_a_new_order_each_call
+
+    declared = kernel.declared_backend(keys_in_a_new_order_each_call, "reorders")
+    case = kernel.Case(torch.float32, "none")
+    result = kernel.run_case(declared, case, examples=0, tier="smoke")
+    assert not result.ok and "gqa-4/2:determinism" in result.failed_checks, result.message
+    assert not any(c.endswith(":out") for c in result.failed_checks)  # as accurate as the reference
+    not_declared = kernel.declared_backend(keys_in_a_new_order_each_call, "reorders", deterministic=False)
+    assert kernel.run_case(not_declared, case, examples=0, tier="smoke").ok
+
+
+@pytest.mark.parametrize("name", ["reference", "tiled", "sdpa-math", "sdpa-flash"])
+def test_the_registry_backends_declared_deterministic_are_bitwise_equal_over_repeated_calls(name):
+    backend = BACKENDS[name]
+    assert backend.deterministic
+    result = kernel.run_case(backend, kernel.Case(torch.float32, "additive"), examples=2, base_seed=0, tier="smoke")
+    assert result.ok and not any("determinism" in c for c in result.failed_checks)
