@@ -15,9 +15,19 @@ PROFILE ?=
 # process (each xdist worker, each CLI call of the tests) would compile torch, inductor and sympy from source
 # again, 8 s a process (python -c 'import torch, triton, sympy, scipy': 10.9 s without bytecode, 2.8 s with).
 unexport PYTHONDONTWRITEBYTECODE
+# ... and one process compiles what every later one imports, once, at set-up: otherwise the first property run's
+# controller and workers all compile the same modules from source at the same time (~8 s of CPU each).
+define WARM_IMPORTS
+import matplotlib; matplotlib.use("Agg")
+import pytest, xdist, hypothesis, sympy, scipy.stats, matplotlib.pyplot, yaml, jsonschema
+import torch, torch._dynamo, torch._inductor.compile_fx, torch.nn.attention.flex_attention
+import claimcheck.plugin, claimcheck.kernel, claimcheck.report, impl.backends, impl.triton_attention
+endef
+export WARM_IMPORTS
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile "$(TORCH)" -e ".[triton,bench]"
+	$(BIN)/python -c "$$WARM_IMPORTS"
 	touch $(STAMP)
 
 report: $(STAMP)  ## the claim-status report, on CPU: writes report/
