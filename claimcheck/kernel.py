@@ -176,6 +176,11 @@ class AttentionProblem:
         b, hq, nq, dk = self.q.shape
         self.shape = f"B={b} H_q={hq} H_kv={self.k.shape[1]} n_q={nq} n_k={self.k.shape[2]} d_k={dk} d_v={self.v.shape[-1]}"
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """Hypothesis prints every field of a dataclass, ``repr=False`` or not: a failing example would
+        print each tensor whole (34 kB, and a HypothesisWarning). The spec and shape say the problem."""
+        printer.text(repr(self))
+
     @property
     def gqa(self) -> bool:
         return self.k.shape[1] != self.q.shape[1]

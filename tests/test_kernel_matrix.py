@@ -262,3 +262,11 @@ def test_the_registry_backends_declared_deterministic_are_bitwise_equal_over_rep
     assert backend.deterministic
     result = kernel.run_case(backend, kernel.Case(torch.float32, "additive"), examples=2, base_seed=0, tier="smoke")
     assert result.ok and not any("determinism" in c for c in result.failed_checks)
+
+
+def test_a_drawn_problem_prints_as_its_spec_in_hypothesis_reports_not_as_its_tensors():
+    from hypothesis.vendor.pretty import pretty
+
+    problem = kernel.make_problem(kernel.ProblemSpec("additive", 2, 4, 2, 40, 40, 16, 16, seed=1))
+    text = pretty(problem)
+    assert text == repr(problem) and "tensor" not in text and "seed=1" in text and len(text) < 400
