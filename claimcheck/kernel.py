@@ -342,41 +342,39 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     bottom_right = mask_kind == "causal-bottom-right"
     n_q, n_k = (5, 9) if bottom_right else (9, 5)
     long_q, long_k = (71, 77) if bottom_right else (77, 71)
-    # label, H_q, H_kv, n_q, n_k, d_k, d_v, max logit, scale, causal (with the padding); seeds in this order
-    shapes, wide = [], set()
+    # label, B, H_q, H_kv, n_q, n_k, d_k, d_v, max logit, scale, causal (with the padding)
+    shapes = []
     if "base" in groups:
-        shapes += [("gqa-4/2", 4, 2, 9, 20, d, d, None, None, None),
-                   ("gqa-8/2", 8, 2, n_q, n_k, d, d_v, None, None, None),
-                   ("large-logits", 2, 1, 19, 19, d, d, LARGE_LOGIT, None, None),
-                   ("scale-0.3", 2, 1, 7, 11, d, d_v, None, SCALE, None)]
-        shapes += [(f"padding+{a}", 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]
+        shapes += [("gqa-4/2", 1, 4, 2, 9, 20, d, d, None, None, None),
+                   ("gqa-8/2", 1, 8, 2, n_q, n_k, d, d_v, None, None, None),
+                   ("large-logits", 1, 2, 1, 19, 19, d, d, LARGE_LOGIT, None, None),
+                   ("scale-0.3", 1, 2, 1, 7, 11, d, d_v, None, SCALE, None)]
+        shapes += [(f"padding+{a}", 1, 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]
     if "kernel-scale" in groups:
-        shapes += [("tiles-64", 1, 1, long_q, long_k, d, d, None, None, None),
-                   ("decode", 1, 1, 1, 130, d, d_v, None, None, None),
-                   (f"keys-{LONG_KEYS}", 2, 1, 3, LONG_KEYS, d, d_v, None, None, None),
-                   ("one-key", 2, 1, 1 if bottom_right else 5, 1, d, d_v, None, None, None),
-                   ("batch-3", 4, 2, 13, 21, d, d_v, None, None, None)]
-        shapes += [(f"head-{w}", 1, 1, 33 if w == 128 else 17, 65 if w == 128 else 33, w, w, None, None, None)
+        shapes += [("tiles-64", 1, 1, 1, long_q, long_k, d, d, None, None, None),
+                   ("decode", 1, 1, 1, 1, 130, d, d_v, None, None, None),
+                   (f"keys-{LONG_KEYS}", 1, 2, 1, 3, LONG_KEYS, d, d_v, None, None, None),
+                   ("one-key", 1, 2, 1, 1 if bottom_right else 5, 1, d, d_v, None, None, None),
+                   ("batch-3", 3, 4, 2, 13, 21, d, d_v, None, None, None)]
+        shapes += [(f"head-{w}", 1, 1, 1, 33 if w == 128 else 17, 65 if w == 128 else 33, w, w, None, None, None)
                    for w in WIDE_HEADS]
-        wide |= {f"head-{w}" for w in WIDE_HEADS}
     if "sweep" in groups:
-        shapes += [(f"len-{n}", 1, 1, n, n, d, d_v, None, None, None) for n in SWEEP_LENGTHS]
-        shapes += [("len-65x129", 1, 1, 65, 129, d, d_v, None, None, None),
-                   ("len-129x65", 1, 1, *((65, 129) if bottom_right else (129, 65)), d, d_v, None, None, None)]
-        shapes += [(f"head-{w}", 1, 1, 65, 65, w, w, None, None, None) for w in SWEEP_HEAD_DIMS]
-        wide |= {f"head-{w}" for w in SWEEP_HEAD_DIMS}
+        shapes += [(f"len-{n}", 1, 1, 1, n, n, d, d_v, None, None, None) for n in SWEEP_LENGTHS]
+        shapes += [("len-65x129", 1, 1, 1, 65, 129, d, d_v, None, None, None),
+                   ("len-129x65", 1, 1, 1, *((65, 129) if bottom_right else (129, 65)), d, d_v, None, None, None)]
+        shapes += [(f"head-{w}", 1, 1, 1, 65, 65, w, w, None, None, None) for w in SWEEP_HEAD_DIMS]
     problems, undeclared, seen = [], [], set()
-    for label, h_q, h_kv, nq, nk, dk, dv, big, scale, causal in shapes:
+    for label, b, h_q, h_kv, nq, nk, dk, dv, big, scale, causal in shapes:
         if label in seen or (scale is not None and not takes_scale) or (causal is not None
                                                                         and causal not in padded_alignments):
             continue
         seen.add(label)
-        if label in wide and not (lo <= dk <= hi and dk % multiple == 0):
+        if label.startswith("head-") and not (lo <= dk <= hi and dk % multiple == 0):
             undeclared.append((label, f"head dim {dk} outside the declared {lo}..{hi}"
                                       + (f" in steps of {multiple}" if multiple > 1 else "")))
             continue
-        spec = ProblemSpec(mask_kind, 3 if label == "batch-3" else 1, h_q, h_kv if gqa else h_q, nq, nk, dk, dv, seed=_FIXED_SEEDS[label], max_logit=big,
-                           scale=scale, causal=causal)
+        spec = ProblemSpec(mask_kind, b, h_q, h_kv if gqa else h_q, nq, nk, dk, dv, seed=_FIXED_SEEDS[label],
+                           max_logit=big, scale=scale, causal=causal)
         problems.append(make_problem(spec, label=label))
     return tuple(problems), tuple(undeclared)
 
@@ -553,10 +551,9 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
     elif deterministic and isinstance(actual[0], torch.Tensor):
         with torch.no_grad():
             again = fn(q, k, v, s, mask)
-        if not (isinstance(again, torch.Tensor) and again.shape == actual[0].shape
-                and torch.equal(torch.nan_to_num(again.detach()), torch.nan_to_num(actual[0]))):
-            differ = (again.detach() != actual[0]).sum().item() if isinstance(again, torch.Tensor) and \
-                again.shape == actual[0].shape else "all"
+        comparable = isinstance(again, torch.Tensor) and again.shape == actual[0].shape
+        if not (comparable and torch.equal(torch.nan_to_num(again.detach()), torch.nan_to_num(actual[0]))):
+            differ = (again.detach() != actual[0]).sum().item() if comparable else "all"
             checks.append(Check("determinism", math.inf, 0.0, 0.0, 0.0, math.inf, False,
                                 f"determinism: a second call on the same inputs differs in {differ} of "
                                 f"{actual[0].numel()} outputs (the kernel declares bitwise-equal outputs)"))
