@@ -150,11 +150,12 @@ def test_the_cli_lists_what_the_library_declined(capsys, tmp_path, monkeypatch):
     assert "declined: needs H_q = H_kv" in out and "may decline problems" in out
 
 
-def test_the_backend_matrix_has_a_cell_for_every_declared_device():
+def test_the_backend_matrix_has_a_cell_for_every_declared_device(tmp_path):
     """On a machine without a GPU the CUDA cells are collected and skip with that reason (never vanish)."""
     out = subprocess.run([sys.executable, "-m", "pytest", "properties/test_backends.py", "-p", "no:xdist", "-q",
                           "-rs", "-k", "reference-cuda-float32-none or sdpa-efficient-cuda-float16-causal",
-                          "-p", "no:randomly"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          "-p", "no:randomly", "--claims-results", str(tmp_path / "claims-results.json")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     if not torch.cuda.is_available():
         assert "needs CUDA; this machine has none" in out.stdout and " skipped" in out.stdout, out.stdout[-2000:]
