@@ -10,7 +10,8 @@ mask) sees the fixed problems of :func:`claimcheck.kernel.fixed_problems` at the
 caller's scale 0.3 and key padding under each declared causal alignment, with FlexAttention in
 float32 only (each dtype is three more CPU compiles); ``--kernel-tier ci`` (make test's kernel part,
 and ``claims kernel``'s default) adds 71 keys across a 64-wide tile, one query against 130 keys,
-1025 keys, head dims 128 and 256, and FlexAttention in every dtype. Each observed ratio is recorded
+1025 keys, one key, a batch of 3, head dims 128 and 256, and FlexAttention in every dtype. Each
+observed ratio is recorded
 as ``error_ratio[backend=...,dtype=...,mask=...,out|dq|dk|dv]``.
 
 ``pytest properties/test_backends.py --backend mypkg.attn:fn`` runs the same matrix on a user's
