@@ -486,7 +486,7 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
         overrides = dict(dtypes=dtypes and [kernel.dtype_name(d) for d in dtypes], masks=masks, gqa=args.gqa,
                          backward=args.backward, head_dims=lo_hi, equal_head_dims=args.equal_head_dims,
                          fully_masked=args.fully_masked, head_dim_multiple=args.head_dim_multiple, scale=args.scale,
-                         deterministic=args.deterministic)
+                         deterministic=args.deterministic, features=args.feature)
         device = args.device
         if ":" not in args.function:  # a registry backend: --dtype only narrows the run
             backend = kernel.resolve(args.function, **{**overrides, "dtypes": None})
@@ -736,6 +736,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="boolean key padding supported (default: yes)")
     p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None,
                    help="an additive float bias (with -inf entries) supported (default: yes)")
+    p.add_argument("--feature", action="append", choices=("window", "alibi", "softcap", "sink"),
+                   help="a fused-kernel feature the kernel takes, through the mask's field of that name (repeat; "
+                        "default: none: those cases are listed as not declared)")
     p.add_argument("--gqa", action=argparse.BooleanOptionalAction, default=None,
                    help="grouped-query attention (H_kv < H_q) supported (default: yes)")
     p.add_argument("--backward", action=argparse.BooleanOptionalAction, default=None,

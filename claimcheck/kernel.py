@@ -31,6 +31,7 @@ as a pass; a case whose every problem is refused is ``declined`` (a skip, with t
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import math
@@ -43,13 +44,14 @@ from hypothesis import HealthCheck, Verbosity, given, reject, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
-from impl.attention import ALIGNMENTS, Mask, attention, default_scale, repeat_kv, scores
-from impl.backends import ALL_MASKS, Backend, Support, declines
+from impl.attention import ALIGNMENTS, Mask, attention, default_scale, repeat_kv, scores, with_sink
+from impl.backends import ALL_MASKS, BASE_MASKS, KERNEL_FEATURES, Backend, Support, declines
 from impl.softmax import stable_softmax
 
 EPS = {torch.float64: 2.0**-52, torch.float32: 2.0**-23, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
-MASK_KINDS = ("none", "causal-top-left", "causal-bottom-right", "key-padding", "additive")
+MASK_KINDS = ("none", "causal-top-left", "causal-bottom-right", "key-padding", "additive",
+              "window", "alibi", "softcap", "sink")  # the last four: the features of fused kernels (impl.attention.Mask)
 C_OUT = 2.0  # FlashAttention's tests: output error <= 2 x the same-precision PyTorch reference's error
 C_GRAD = 3.0  # ... and 3 x for gradients: the backward recomputes P from L, adding a few roundings
 FLOOR_ULPS = 2.0  # floor: 2 ulps of the size of the summed terms (one rounding of the result, one of a term)
@@ -198,9 +200,13 @@ class AttentionProblem:
 
 
 def mask_to(m: Mask, device: str | torch.device, dtype: torch.dtype | None = None) -> Mask:
-    """``m`` on ``device``, its float bias in ``dtype`` when given (boolean padding keeps its dtype)."""
-    return Mask(m.causal, None if m.key_padding is None else m.key_padding.to(device),
-                None if m.bias is None else m.bias.to(device, dtype))
+    """``m`` on ``device``, its float bias in ``dtype`` when given (boolean padding keeps its dtype); ALiBi
+    slopes and sinks in ``dtype`` too, but float32 for a 16-bit one (flash-attn takes float32 slopes)."""
+    param_t = dtype if dtype in (None, torch.float32, torch.float64) else torch.float32
+    return dataclasses.replace(m, key_padding=None if m.key_padding is None else m.key_padding.to(device),
+                               bias=None if m.bias is None else m.bias.to(device, dtype),
+                               alibi=None if m.alibi is None else m.alibi.to(device, param_t),
+                               sink=None if m.sink is None else m.sink.to(device, param_t))
 
 
 def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Generator,
@@ -220,6 +226,18 @@ def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Genera
         hidden = torch.rand((b, h_q, n_q, n_k), generator=gen) < 0.2
         hidden[..., 0] = False  # every row keeps a finite entry
         return Mask(bias=bias.masked_fill(hidden, -math.inf))
+    if kind == "window":
+        # right >= n_q - n_k keeps a key in the first row (i = 0: i + o + right >= 0), so in every row
+        left = int(torch.randint(0, n_k, (1,), generator=gen))
+        right = int(torch.randint(max(0, n_q - n_k), max(0, n_q - n_k) + n_k, (1,), generator=gen))
+        unbounded = int(torch.randint(0, 4, (1,), generator=gen))  # 0: no left bound, 1: no right bound
+        return Mask(window=(None if unbounded == 0 else left, None if unbounded == 1 else right))
+    if kind == "alibi":  # Press et al.'s slopes 2^(-8 h / H_q), h = 1..H_q
+        return Mask(alibi=2.0 ** (-8.0 * torch.arange(1, h_q + 1, dtype=torch.float64) / h_q))
+    if kind == "softcap":  # caps of 1..5: the scores of these problems (about 1..4 in size) bend under tanh
+        return Mask(softcap=1.0 + 4.0 * float(torch.rand((1,), generator=gen)))
+    if kind == "sink":
+        return Mask(sink=2.0 * torch.randn((h_q,), generator=gen, dtype=torch.float64))
     raise ValueError(f"unknown mask kind {kind!r}; expected one of {MASK_KINDS}")
 
 
@@ -240,10 +258,10 @@ def make_problem(spec: ProblemSpec, label: str = "drawn") -> AttentionProblem:
 
 
 def _finite_mask(mask: Mask) -> Mask:
-    """The mask without the finite part of its bias (keeps its -inf entries), to size the scores q k^T."""
-    if mask.bias is None:
-        return mask
-    return Mask(mask.causal, mask.key_padding, torch.where(torch.isinf(mask.bias), mask.bias, 0.0))
+    """The mask without the finite part of its bias (keeps its -inf entries), ALiBi or softcap, to size the
+    scores q k^T (ALiBi only lowers them; a softcap bounds them, whatever q's size)."""
+    bias = None if mask.bias is None else torch.where(torch.isinf(mask.bias), mask.bias, 0.0)
+    return dataclasses.replace(mask, bias=bias, alibi=None, softcap=None)
 
 
 def fixed_problem(kind: str, seed: int, b: int = 1, h_q: int = 4, h_kv: int = 2, n_q: int = 24, n_k: int = 40,
@@ -451,10 +469,11 @@ def attention_term_scales(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mas
     group = q.shape[-3] // k.shape[-3]
     s = default_scale(q.shape[-1]) if scale is None else scale
     kk, vv = repeat_kv(k, group), repeat_kv(v, group)
-    m = mask if mask is None or mask.bias is None else Mask(mask.causal, mask.key_padding, mask.bias.double())
+    m = None if mask is None else mask_to(mask, q.device, torch.float64)
     logits = scores(q, k, s, m)  # (..., H_q, n_q, n_k)
-    p = stable_softmax(logits).nan_to_num()
-    lse = torch.logsumexp(logits, dim=-1)
+    row = with_sink(logits, m)  # a sink is one more term of each row's softmax
+    p = stable_softmax(row)[..., : logits.shape[-1]].nan_to_num()
+    lse = torch.logsumexp(row, dim=-1)
     finite = torch.isfinite(logits)
     out = p @ vv
     delta = (d_out * out).sum(-1, keepdim=True).abs()
@@ -937,11 +956,13 @@ def load_function(spec: str) -> Callable:
 def declared_backend(fn: Callable, name: str, device: str | None = None, **overrides: Any) -> Backend:
     """A :class:`Backend` for a user's function: capabilities from ``fn.claims_capabilities`` (a dict
     of :data:`CAPABILITY_KEYS`), then ``overrides`` (None = not given). Defaults: CPU, float32, float16
-    and bfloat16, every mask, GQA, no backward, any head dimension, the caller's ``scale`` taken, fully
+    and bfloat16, every mask (causal both ways, key padding, additive; the kernel features window, alibi,
+    softcap and sink only when declared), GQA, no backward, any head dimension, the caller's ``scale`` taken, fully
     masked rows not declared (nan or zero named, any other value fails: :func:`check_fully_masked`).
     ``declines``, if given, is the kernel's own rule for one problem, ``(q, k, v, mask, backward) ->
     reason or None``: the problems it refuses are listed in the verdict, not checked, and never pass.
     """
+    features = frozenset(overrides.pop("features", None) or ())  # --feature: added to the declared masks
     declared = dict(getattr(fn, "claims_capabilities", None) or {})
     unknown = set(declared) - set(CAPABILITY_KEYS)
     if unknown:
@@ -953,7 +974,7 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
                            ("float32", "float16", "bfloat16"))
     except KeyError as exc:
         raise ValueError(f"unknown dtype {exc.args[0]!r}; known: {', '.join(DTYPES)}") from None
-    masks = frozenset(declared.get("masks", ALL_MASKS))
+    masks = frozenset(declared.get("masks", BASE_MASKS)) | features  # window, alibi, softcap, sink only when declared
     if masks - ALL_MASKS:
         raise ValueError(f"unknown mask features {sorted(masks - ALL_MASKS)}; known: {', '.join(sorted(ALL_MASKS))}")
     lo, hi = declared.get("head_dims") or (1, 1 << 16)
@@ -1054,21 +1075,21 @@ def nearby_semantics(problem: AttentionProblem) -> list[tuple[str, Semantics]]:
     if m.causal is not None:
         other = "bottom-right" if m.causal == "top-left" else "top-left"
         out.append((f"{other} causal alignment (declared {m.causal})",
-                    lambda q, k, v, s, mask: attention(q, k, v, s, Mask(other, mask.key_padding, mask.bias))))
-        out.append(("no causal mask", lambda q, k, v, s, mask: attention(q, k, v, s, Mask(None, mask.key_padding,
-                                                                                             mask.bias))))
+                    lambda q, k, v, s, mask: attention(q, k, v, s, dataclasses.replace(mask, causal=other))))
+        out.append(("no causal mask", lambda q, k, v, s, mask: attention(q, k, v, s,
+                                                                        dataclasses.replace(mask, causal=None))))
     if m.key_padding is not None:
-        out.append(("key padding ignored", lambda q, k, v, s, mask: attention(q, k, v, s, Mask(mask.causal, None,
-                                                                                                  mask.bias))))
+        out.append(("key padding ignored", lambda q, k, v, s, mask: attention(
+            q, k, v, s, dataclasses.replace(mask, key_padding=None))))
         if (~m.key_padding).any(-1).all():  # every sequence keeps a key under the inverted reading
             out.append(("key padding inverted (True read as: ignore this key)", lambda q, k, v, s, mask: attention(
-                q, k, v, s, Mask(mask.causal, ~mask.key_padding, mask.bias))))
+                q, k, v, s, dataclasses.replace(mask, key_padding=~mask.key_padding))))
     if m.bias is not None:
         out.append(("the bias's finite values ignored (only its -inf entries kept)", lambda q, k, v, s, mask: attention(
-            q, k, v, s, Mask(mask.causal, mask.key_padding,
-                             torch.where(torch.isfinite(mask.bias), torch.zeros_like(mask.bias), mask.bias)))))
+            q, k, v, s, dataclasses.replace(
+                mask, bias=torch.where(torch.isfinite(mask.bias), torch.zeros_like(mask.bias), mask.bias)))))
         out.append(("the bias added before the scale", lambda q, k, v, s, mask: attention(
-            q, k, v, s, Mask(mask.causal, mask.key_padding, mask.bias * given))))
+            q, k, v, s, dataclasses.replace(mask, bias=mask.bias * given))))
     for label, value in (("scale 1", 1.0), (f"scale 1/d = 1/{d}", 1.0 / d),
                          (f"the default scale 1/sqrt(d) = {default_scale(d):.4g}, not the caller's {given:g}",
                           default_scale(d))):

@@ -17,10 +17,23 @@ Masks (:class:`Mask`) say which keys a query may attend to and add biases to the
   keys ``j <= i``; ``"bottom-right"`` lets it see ``j <= i + n_k - n_q`` (the last query sees
   every key, as in decoding with a KV cache);
 * boolean key padding ``(..., n_k)``: ``True`` marks a real key, ``False`` a padded one;
-* an additive float bias broadcastable to ``(..., H_q, n_q, n_k)`` (``-inf`` masks).
+* an additive float bias broadcastable to ``(..., H_q, n_q, n_k)`` (``-inf`` masks);
+* a sliding window ``(left, right)``: query ``i`` sees keys ``i + o - left <= j <= i + o + right``
+  with ``o = n_k - n_q`` (measured from the bottom-right diagonal, as flash-attn's ``window_size``;
+  ``None`` = unbounded on that side);
+* ALiBi slopes ``(H_q,)``: the bias ``-slope_h |i + o - j|`` (Press et al. 2022; flash-attn's
+  ``alibi_slopes``, the same ``o``);
+* a logit softcap ``c``: the scaled scores ``s`` become ``c tanh(s / c)`` before any bias is added
+  (Gemma 2's attention softcap; flash-attn's ``softcap``);
+* attention sinks ``(H_q,)``: one extra logit per head in every row's softmax, with no value
+  (``exp(s_j) / (exp(sink_h) + sum_j' exp(s_j'))``: the mass it takes is dropped; gpt-oss's sinks).
+
+Fused kernels name these features ``window``, ``alibi``, ``softcap`` and ``sink``
+(:attr:`Mask.features`).
 
 A fully masked row has no softmax (0/0): the reference returns NaN there and a log-sum-exp of
-``-inf``; fused kernels differ (some return 0), which ``properties/test_backends.py`` records.
+``-inf``; fused kernels differ (some return 0), which ``properties/test_backends.py`` records. With a
+sink no row is empty: the sink takes all the mass of a row with no allowed key, whose output is 0.
 """
 from __future__ import annotations
 
@@ -45,10 +58,23 @@ class Mask:
     causal: str | None = None
     key_padding: torch.Tensor | None = None
     bias: torch.Tensor | None = None
+    window: tuple[int | None, int | None] | None = None  # (left, right), from the bottom-right diagonal
+    alibi: torch.Tensor | None = None  # slopes (H_q,)
+    softcap: float | None = None
+    sink: torch.Tensor | None = None  # one logit per query head (H_q,)
 
     def __post_init__(self) -> None:
         if self.causal not in (None, *ALIGNMENTS):
             raise ValueError(f"causal={self.causal!r}: expected None, 'top-left' or 'bottom-right'")
+        if self.window is not None:
+            if len(self.window) != 2 or any(w is not None and (not isinstance(w, int) or w < 0) for w in self.window):
+                raise ValueError(f"window={self.window!r}: expected (left, right), each a non-negative int or None")
+        if self.softcap is not None and not self.softcap > 0:
+            raise ValueError(f"softcap={self.softcap!r}: expected a positive number")
+        for name in ("alibi", "sink"):
+            t = getattr(self, name)
+            if t is not None and (t.dim() != 1 or not t.dtype.is_floating_point):
+                raise ValueError(f"{name} must be a float tensor of shape (H_q,): got {t.dtype} {tuple(t.shape)}")
 
     @property
     def features(self) -> frozenset[str]:
@@ -60,7 +86,15 @@ class Mask:
             used.add("key-padding")
         if self.bias is not None:
             used.add("additive")
+        for name in ("window", "alibi", "softcap", "sink"):
+            if getattr(self, name) is not None:
+                used.add(name)
         return frozenset(used)
+
+    @property
+    def keys_masked(self) -> bool:
+        """Whether some key is hidden or biased (causal, padding, additive, window or ALiBi): a bias is needed."""
+        return bool(self.features - {"softcap", "sink"})
 
 
 NO_MASK = Mask()
@@ -75,6 +109,22 @@ def causal_allowed(rows: torch.Tensor, cols: torch.Tensor, n_q: int, n_k: int, a
     return cols[None, :] <= rows[:, None] + offset
 
 
+def window_allowed(rows: torch.Tensor, cols: torch.Tensor, n_q: int, n_k: int,
+                   window: tuple[int | None, int | None]) -> torch.Tensor:
+    """Bool ``(len(rows), len(cols))``: is key ``cols[b]`` inside the window ``(left, right)`` of query ``rows[a]``?
+
+    ``i + o - left <= j <= i + o + right`` with ``o = n_k - n_q``; a side that is ``None`` is unbounded.
+    """
+    left, right = window
+    centre = rows[:, None] + (n_k - n_q)
+    allowed = torch.ones((len(rows), len(cols)), dtype=torch.bool, device=rows.device)
+    if left is not None:
+        allowed &= cols[None, :] >= centre - left
+    if right is not None:
+        allowed &= cols[None, :] <= centre + right
+    return allowed
+
+
 def mask_bias(mask: Mask | None, n_q: int, n_k: int, dtype: torch.dtype, device: torch.device | str,
               rows: slice = slice(None), cols: slice = slice(None), ndim: int = 4) -> torch.Tensor | None:
     """The additive bias of ``mask`` (0 where allowed, ``-inf`` where masked, plus ``mask.bias``).
@@ -83,13 +133,18 @@ def mask_bias(mask: Mask | None, n_q: int, n_k: int, dtype: torch.dtype, device:
     ``r, c`` are the lengths of the ``rows`` and ``cols`` slices of ``(n_q, n_k)`` (a tile), with
     at most ``ndim`` dimensions (the number of dimensions of q).
     """
-    if mask is None or not mask.features:
+    if mask is None or not mask.keys_masked:
         return None
     r = torch.arange(n_q, device=device)[rows]
     c = torch.arange(n_k, device=device)[cols]
     bias = torch.zeros((len(r), len(c)), dtype=dtype, device=device)
     if mask.causal:
         bias = bias.masked_fill(~causal_allowed(r, c, n_q, n_k, mask.causal), -math.inf)
+    if mask.window is not None:
+        bias = bias.masked_fill(~window_allowed(r, c, n_q, n_k, mask.window), -math.inf)
+    if mask.alibi is not None:  # (H_q, r, c): -slope_h |i + o - j|
+        distance = (r[:, None] + (n_k - n_q) - c[None, :]).abs().to(dtype)
+        bias = bias - mask.alibi.to(device, dtype)[:, None, None] * distance
     if mask.key_padding is not None:
         keep = mask.key_padding[..., cols].to(device)  # (..., c)
         bias = bias.masked_fill(~keep[..., None, None, :], -math.inf)  # (..., 1, r, c)
@@ -137,6 +192,11 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ma
             if not ok or not mask.bias.dtype.is_floating_point:
                 raise ValueError(f"bias must be a float tensor broadcastable to {full} (..., H_q, n_q, n_k): "
                                  f"got {mask.bias.dtype} {tuple(mask.bias.shape)}")
+        for name in ("alibi", "sink"):
+            t = getattr(mask, name)
+            if t is not None and tuple(t.shape) != (heads_q,):
+                raise ValueError(f"{name} must have one value per query head, shape ({heads_q},) (H_q,): "
+                                 f"got {tuple(t.shape)}")
     return heads_q // heads_kv
 
 
@@ -155,14 +215,27 @@ def scores(q: torch.Tensor, k: torch.Tensor, scale: float | None = None, mask: M
     group = check_attention_inputs(q, k, k, mask)
     scale = default_scale(q.shape[-1]) if scale is None else scale
     s = q @ repeat_kv(k, group).transpose(-2, -1) * scale
+    if mask is not None and mask.softcap is not None:
+        s = mask.softcap * torch.tanh(s / mask.softcap)
     bias = mask_bias(mask, q.shape[-2], k.shape[-2], s.dtype, s.device, ndim=q.dim())
     return s if bias is None else s + bias
 
 
+def with_sink(s: torch.Tensor, mask: Mask | None) -> torch.Tensor:
+    """The scores with the sink logits as one extra last column (``(..., H_q, n_q, n_k + 1)``), or ``s`` unchanged."""
+    if mask is None or mask.sink is None:
+        return s
+    sink = mask.sink.to(s.device, s.dtype)
+    sink = sink[:, None, None] if s.dim() >= 3 else sink.reshape(1, 1)
+    return torch.cat([s, sink.expand(s.shape[:-1] + (1,))], dim=-1)
+
+
 def attention_weights(q: torch.Tensor, k: torch.Tensor, scale: float | None = None,
                       mask: Mask | None = None) -> torch.Tensor:
-    """``A = softmax(S)`` row-wise: (..., H_q, n_q, n_k); a fully masked row is NaN."""
-    return stable_softmax(scores(q, k, scale, mask))
+    """``A = softmax(S)`` row-wise: (..., H_q, n_q, n_k); a fully masked row is NaN. With sinks the rows
+    sum to less than 1 (the sink's share is dropped)."""
+    s = scores(q, k, scale, mask)
+    return stable_softmax(with_sink(s, mask))[..., : s.shape[-1]]
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None,
@@ -170,11 +243,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | 
     """``softmax(q k^T * scale + bias) v``: (..., H_q, n_q, d_v), computed in the inputs' dtype.
 
     With ``return_lse`` also the natural log-sum-exp of each row of scores, (..., H_q, n_q)
-    (``-inf`` for a fully masked row).
+    (``-inf`` for a fully masked row; with sinks the sink logit is one of the row's terms).
     """
     group = check_attention_inputs(q, k, v, mask)
-    s = scores(q, k, scale, mask)
-    out = stable_softmax(s) @ repeat_kv(v, group)
+    s = with_sink(scores(q, k, scale, mask), mask)
+    n_k = k.shape[-2]
+    out = stable_softmax(s)[..., :n_k] @ repeat_kv(v, group)
     if not return_lse:
         return out
     return out, torch.logsumexp(s, dim=-1)

@@ -43,7 +43,11 @@ from impl.tiled_attention import flash_attention
 if importlib.util.find_spec("triton") is not None:  # import it now: without CUDA it must set
     from impl import triton_attention  # noqa: F401  TRITON_INTERPRET=1 before torch.compile imports triton
 
-ALL_MASKS = frozenset({"causal-top-left", "causal-bottom-right", "key-padding", "additive"})
+BASE_MASKS = frozenset({"causal-top-left", "causal-bottom-right", "key-padding", "additive"})
+# the features of fused kernels beyond masks (impl.attention.Mask): declared one by one, never assumed
+KERNEL_FEATURES = frozenset({"window", "alibi", "softcap", "sink"})
+ALL_MASKS = BASE_MASKS | KERNEL_FEATURES
+_BIAS_FEATURES = BASE_MASKS | {"window", "alibi"}  # what an SDPA attn_mask tensor can carry
 F32_16 = frozenset({torch.float32, torch.float16, torch.bfloat16})
 ALL_DTYPES = F32_16 | {torch.float64}
 
@@ -53,7 +57,7 @@ class Support:
     """What a backend supports on one device type."""
 
     dtypes: frozenset
-    masks: frozenset = ALL_MASKS
+    masks: frozenset = BASE_MASKS  # the mask features (and kernel features) it takes
     backward: bool = True
 
 
@@ -95,8 +99,12 @@ def _sdpa_mask(q: torch.Tensor, k: torch.Tensor, mask: Mask | None) -> tuple[tor
         return None, False
     if features == {"causal-top-left"}:
         return None, True
+    if features - _BIAS_FEATURES:
+        raise ValueError(f"SDPA's attn_mask cannot carry {sorted(features - _BIAS_FEATURES)}")
     bias = mask_bias(mask, q.shape[-2], k.shape[-2], q.dtype, q.device)
-    if "additive" not in features:
+    while bias.dim() < q.dim():  # (H_q, n_q, n_k) of ALiBi: the CPU flash kernel takes 2-D or 4-D masks only
+        bias = bias.unsqueeze(0)
+    if not features & {"additive", "alibi"}:
         return bias == 0, False  # boolean: True = attend
     return bias, False
 
@@ -185,6 +193,8 @@ def _flex(q, k, v, scale=None, mask=None):
 
     group = check_attention_inputs(q, k, v, mask)
     mask = mask or Mask()
+    if mask.features & KERNEL_FEATURES:
+        raise ValueError(f"the flex adapter takes masks and an additive bias, not {sorted(mask.features & KERNEL_FEATURES)}")
     b, _, n_q, _ = q.shape
     n_k = k.shape[-2]
     dev = q.device
@@ -219,13 +229,21 @@ def _triton(q, k, v, scale=None, mask=None):
 def _flash_attn(q, k, v, scale=None, mask=None):
     from flash_attn import flash_attn_func  # layout (B, n, H, d); causal is bottom-right aligned (>= 2.1)
 
-    features = mask.features if mask is not None else frozenset()
-    if features - {"causal-bottom-right"}:
-        raise ValueError(f"flash-attn supports the bottom-right causal mask only, not {sorted(features)}")
+    mask = mask or Mask()
+    if mask.features - _FLASH_ATTN_FEATURES:
+        raise ValueError(f"flash-attn takes {sorted(_FLASH_ATTN_FEATURES)}, not {sorted(mask.features - _FLASH_ATTN_FEATURES)}")
+    left, right = mask.window if mask.window is not None else (None, None)
     out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                           softmax_scale=default_scale(q.shape[-1]) if scale is None else scale,
-                          causal=bool(features))
+                          causal=mask.causal is not None,
+                          window_size=(-1 if left is None else left, -1 if right is None else right),  # -1: unbounded
+                          softcap=0.0 if mask.softcap is None else mask.softcap,  # 0.0: off
+                          alibi_slopes=None if mask.alibi is None else mask.alibi.float())  # float32 (H,)
     return out.transpose(1, 2)
+
+
+# flash_attn_func (>= 2.6): window_size and alibi_slopes measured from the bottom-right diagonal, as Mask's
+_FLASH_ATTN_FEATURES = frozenset({"causal-bottom-right", "window", "alibi", "softcap"})
 
 
 def _needs_module(module: str, extra: str) -> Callable[[str], str | None]:
@@ -261,14 +279,16 @@ def _triton_requires(device: str = "cpu") -> str | None:
 _CUDA_16 = frozenset({torch.float16, torch.bfloat16})
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in [
-    Backend("reference", attention, {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)}, fully_masked="nan",
-            deterministic=True, doc="impl.attention.attention: softmax(q k^T s + bias) v in plain torch"),
-    Backend("tiled", _tiled, {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)},
+    Backend("reference", attention, {"cpu": Support(ALL_DTYPES, ALL_MASKS), "cuda": Support(ALL_DTYPES, ALL_MASKS)},
+            fully_masked="nan", deterministic=True,
+            doc="impl.attention.attention: softmax(q k^T s + bias) v in plain torch"),
+    Backend("tiled", _tiled, {"cpu": Support(ALL_DTYPES, ALL_MASKS), "cuda": Support(ALL_DTYPES, ALL_MASKS)},
             deterministic=True, doc="impl.tiled_attention.flash_attention with 16 x 16 tiles"),
-    Backend("sdpa-math", _sdpa("MATH"), {"cpu": Support(ALL_DTYPES), "cuda": Support(ALL_DTYPES)},
-            deterministic=True, doc="SDPA, math kernel"),
+    Backend("sdpa-math", _sdpa("MATH"), {"cpu": Support(ALL_DTYPES, _BIAS_FEATURES),
+                                         "cuda": Support(ALL_DTYPES, _BIAS_FEATURES)},
+            deterministic=True, doc="SDPA, math kernel (a window and ALiBi as an attn_mask tensor)"),
     Backend("sdpa-flash", _sdpa("FLASH_ATTENTION"),
-            {"cpu": Support(ALL_DTYPES),  # the CPU flash kernel takes attn_mask and float64
+            {"cpu": Support(ALL_DTYPES, _BIAS_FEATURES),  # the CPU flash kernel takes attn_mask and float64
              "cuda": Support(_CUDA_16, masks=frozenset({"causal-top-left"}))},
             head_dims=(1, 256), equal_head_dims=True, declines=_sdpa_declines("FLASH_ATTENTION"),
             deterministic=True, doc="SDPA, FlashAttention-2 kernel"),
@@ -288,7 +308,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in [
              "cuda": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right"}))},
             head_dims=(16, 128), equal_head_dims=True, requires=_triton_requires, deterministic=True,
             doc="impl.triton_attention (our kernel); on CPU under TRITON_INTERPRET=1, correctness only"),
-    Backend("flash-attn", _flash_attn, {"cuda": Support(_CUDA_16, masks=frozenset({"causal-bottom-right"}))},
+    Backend("flash-attn", _flash_attn, {"cuda": Support(_CUDA_16, masks=_FLASH_ATTN_FEATURES)},
             head_dims=(1, 256), equal_head_dims=True, requires=_needs_module("flash_attn", "pip install 'transformer-claims[gpu]'"),
             doc="flash_attn.flash_attn_func (optional package)"),
 ]}
@@ -318,7 +338,7 @@ def supports(backend: Backend, device: str, mask_features: frozenset = frozenset
         return False, f"{backend.name} does not run on {device}"
     missing = set(mask_features) - support.masks
     if missing:
-        return False, f"{backend.name} on {device} does not support the mask features {sorted(missing)}"
+        return False, f"{backend.name} on {device} does not declare the mask features {sorted(missing)} (not checked)"
     if gqa and not backend.gqa:
         return False, f"{backend.name} does not support grouped-query attention"
     if backward and not support.backward:

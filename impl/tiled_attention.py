@@ -63,8 +63,11 @@ def key_tiles(rows: range, n_q: int, n_k: int, block_n: int, causal: str | None 
 
 def _masked_scores(q_i: torch.Tensor, k_j: torch.Tensor, scale: float, mask: Mask | None, n_q: int, n_k: int,
                    rows: range, cols: range, io: IOCounter | None) -> torch.Tensor:
-    """``S_ij = Q_i K_j^T * scale + bias_ij`` in the dtype of ``q_i``: (..., block_m, block_n)."""
+    """``S_ij = Q_i K_j^T * scale + bias_ij`` in the dtype of ``q_i``: (..., block_m, block_n); with a softcap
+    ``c``, ``c tanh(Q_i K_j^T * scale / c) + bias_ij``."""
     s = q_i @ k_j.transpose(-2, -1) * scale
+    if mask is not None and mask.softcap is not None:
+        s = torch.tanh(s / mask.softcap).mul_(mask.softcap)
     r, c = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
     bias = mask_bias(mask, n_q, n_k, s.dtype, s.device, r, c, ndim=s.dim())
     if bias is None:
@@ -107,6 +110,14 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: floa
             m_i = m_new
             if io is not None:  # what Algorithm 1 keeps on chip, measured from the buffers themselves
                 io.hold(q_i, k_j, v_j, p, acc, m_i, l_i)
+        if mask is not None and mask.sink is not None:  # the sink: one more term of the row sum, with no value
+            sink = mask.sink.to(q.device, acc_t)
+            sink = (sink[:, None] if q.dim() >= 3 else sink.reshape(())).expand(m_i.shape)
+            m_new = torch.maximum(m_i, sink)
+            alpha = torch.exp(m_i - m_new)
+            l_i = alpha * l_i + torch.exp(sink - m_new)
+            acc = alpha[..., None] * acc
+            m_i = m_new
         empty = l_i == 0  # fully masked rows: output 0, L = -inf
         o_i = acc / torch.where(empty, 1.0, l_i)[..., None]
         out[..., rows.start:rows.stop, :] = o_i.to(q.dtype)
@@ -142,7 +153,11 @@ def tiled_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch
             p = torch.where(l_i == -math.inf, 0.0, torch.exp(s - l_i))  # fully masked rows: P = 0
             dv_j += p.to(low).to(acc_t).transpose(-2, -1) @ do_i
             dp = do_i @ v_j.transpose(-2, -1)
-            ds = (p * (dp - delta[..., r, None])).to(low).to(acc_t)
+            ds = p * (dp - delta[..., r, None])
+            if mask is not None and mask.softcap is not None:  # d(c tanh(x / c)) / dx = 1 - tanh^2
+                capped = torch.tanh(q_i @ k_j.transpose(-2, -1) * scale / mask.softcap)
+                ds = ds * (1 - capped * capped)
+            ds = ds.to(low).to(acc_t)
             dq[..., r, :] += scale * (ds @ k_j)
             dk_j += scale * (ds.transpose(-2, -1) @ q_i)
         dk[..., c, :], dv[..., c, :] = dk_j, dv_j
@@ -172,7 +187,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
     ``q (..., H_q, n_q, d_k)``, ``k (..., H_kv, n_k, d_k)``, ``v (..., H_kv, n_k, d_v)`` ->
     ``(..., H_q, n_q, d_v)`` (and the log-sum-exp ``(..., H_q, n_q)`` with ``return_lse``).
     ``block_m`` (B_r) query rows and ``block_n`` (B_c) key columns per tile, any positive sizes.
-    Differentiable in q, k and v (not in ``mask.bias``).
+    Differentiable in q, k and v (not in ``mask.bias``, the ALiBi slopes or the sinks).
     """
     if block_m < 1 or block_n < 1:
         raise ValueError(f"block sizes must be positive: got block_m={block_m}, block_n={block_n}")

@@ -8,6 +8,7 @@ edits of the plain reference, in float32 and one low precision, so the zoo runs 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -288,6 +289,86 @@ def keys_in_a_new_order_each_call(q, k, v, scale=None, mask=None):
     return _softmax_v(_scores(q, k, scale, mask), v)
 
 
+def _plain(q, k, v, scale, mask):
+    """The right answer for the features the zoo's kernels take (no softcap or sink)."""
+    k, v = _heads(q, k, v)
+    return _softmax_v(_scores(q, k, scale, mask), v)
+
+
+def _features(mask: Mask, **changes) -> Mask:
+    """``mask`` with some fields changed (the features a wrong kernel gets wrong)."""
+    return dataclasses.replace(mask, **changes)
+
+
+def window_from_the_top_left(q, k, v, scale=None, mask=None):
+    """The window measured from the top-left diagonal (j - i), not the bottom-right one (j - i - (n_k - n_q))."""
+    if mask is None or mask.window is None:  # right where the feature is absent
+        return _plain(q, k, v, scale, mask)
+    k, v = _heads(q, k, v)
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    s = _scores(q, k, scale, _features(mask, window=None))
+    i, j = torch.arange(n_q)[:, None], torch.arange(n_k)[None, :]
+    left, right = mask.window
+    inside = torch.ones(n_q, n_k, dtype=torch.bool)
+    if left is not None:
+        inside &= j >= i - left
+    if right is not None:
+        inside &= j <= i + right
+    inside[:, 0] |= ~inside.any(-1)  # keep a key in every row
+    return _softmax_v(s.masked_fill(~inside, -math.inf), v)
+
+
+def window_left_bound_ignored(q, k, v, scale=None, mask=None):
+    if mask is None or mask.window is None:  # right where the feature is absent
+        return _plain(q, k, v, scale, mask)
+    k, v = _heads(q, k, v)
+    return _softmax_v(_scores(q, k, scale, _features(mask, window=(None, mask.window[1]))), v)
+
+
+def alibi_slopes_in_reverse(q, k, v, scale=None, mask=None):
+    """Head h gets the slope of head H - 1 - h (a flipped slope table)."""
+    if mask is None or mask.alibi is None:  # right where the feature is absent
+        return _plain(q, k, v, scale, mask)
+    k, v = _heads(q, k, v)
+    return _softmax_v(_scores(q, k, scale, _features(mask, alibi=mask.alibi.flip(0))), v)
+
+
+def alibi_without_the_offset(q, k, v, scale=None, mask=None):
+    """ALiBi distance |i - j|: the n_k - n_q offset of the bottom-right diagonal is lost."""
+    if mask is None or mask.alibi is None:  # right where the feature is absent
+        return _plain(q, k, v, scale, mask)
+    k, v = _heads(q, k, v)
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    s = _scores(q, k, scale, _features(mask, alibi=None))
+    distance = (torch.arange(n_q)[:, None] - torch.arange(n_k)[None, :]).abs().to(s.dtype)
+    return _softmax_v(s - mask.alibi.to(s.dtype)[:, None, None] * distance, v)
+
+
+def softcap_before_the_scale(q, k, v, scale=None, mask=None):
+    """c tanh(q k^T / c) * scale: the cap applied to the unscaled scores."""
+    if mask is None or mask.softcap is None:  # right where the feature is absent
+        return _plain(q, k, v, scale, mask)
+    k, v = _heads(q, k, v)
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    s = mask.softcap * torch.tanh(q @ k.transpose(-2, -1) / mask.softcap) * scale
+    return _softmax_v(s, v)
+
+
+def sink_ignored(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)
+    return _softmax_v(_scores(q, k, scale, _features(mask, sink=None)), v)
+
+
+def first_heads_sink_for_all(q, k, v, scale=None, mask=None):
+    """Every head uses head 0's sink logit."""
+    if mask is None or mask.sink is None:  # right where the feature is absent
+        return _plain(q, k, v, scale, mask)
+    k, v = _heads(q, k, v)
+    s = _scores(q, k, scale, _features(mask, sink=None))
+    sink = mask.sink[0].to(s.dtype).expand(s.shape[:-1] + (1,))
+    return torch.softmax(torch.cat([s, sink], -1).float(), -1)[..., :-1].to(v.dtype) @ v
+
+
 def _declare(fn: Callable, **caps) -> Callable:
     fn.claims_capabilities = caps
     return fn
@@ -346,4 +427,18 @@ ZOO = [
           "gqa-4/2:determinism"),
     Wrong("first-64-head-dims", _declare(first_64_head_dims, **FORWARD),
           "scores from the first 64 dims of a head only (exact up to d = 64)", "float32-none", "head-128:out"),
+    Wrong("window-from-the-top-left", _declare(window_from_the_top_left, **FORWARD, masks=["window"]),
+          "the sliding window measured from the top-left diagonal when n_q != n_k", "float32-window", "gqa-4/2:out"),
+    Wrong("window-left-bound-ignored", _declare(window_left_bound_ignored, **FORWARD, masks=["window"]),
+          "only the window's right bound applied", "float32-window", "gqa-4/2:out"),
+    Wrong("alibi-slopes-in-reverse", _declare(alibi_slopes_in_reverse, **FORWARD, masks=["alibi"]),
+          "head h given the ALiBi slope of head H - 1 - h", "float32-alibi", "gqa-4/2:out"),
+    Wrong("alibi-without-the-offset", _declare(alibi_without_the_offset, **FORWARD, masks=["alibi"]),
+          "ALiBi distance |i - j| without the bottom-right offset n_k - n_q", "float32-alibi", "gqa-4/2:out"),
+    Wrong("softcap-before-the-scale", _declare(softcap_before_the_scale, **FORWARD, masks=["softcap"]),
+          "the logit softcap applied to q k^T before the softmax scale", "float32-softcap", "gqa-4/2:out"),
+    Wrong("sink-ignored", _declare(sink_ignored, **FORWARD, masks=["sink"]),
+          "the attention sinks left out of the softmax", "float32-sink", "gqa-4/2:out"),
+    Wrong("first-heads-sink-for-all", _declare(first_heads_sink_for_all, **FORWARD, masks=["sink"]),
+          "every head uses head 0's sink logit", "float32-sink", "gqa-4/2:out"),
 ]

@@ -42,6 +42,17 @@ def test_a_wrong_function_fails_with_the_problem_and_a_repro_that_fails_again(ca
     assert code == 1 and "given:out" in again, again
 
 
+def test_kernel_features_are_checked_only_when_declared_and_the_undeclared_ones_are_listed(capsys):
+    code, out = _run(capsys, "impl.attention:attention", "--tier", "smoke", "--dtype", "float32", "--examples", "1",
+                     "--feature", "window", "--feature", "sink")
+    assert code == 0, out
+    assert re.search(r"ok +float32-window", out) and re.search(r"ok +float32-sink", out), out
+    assert "float32-alibi" in out and "does not declare the mask features ['alibi'] (not checked)" in out
+    code, out = _run(capsys, "tests.kernel_zoo:window_left_bound_ignored", "--tier", "smoke", "--dtype", "float32",
+                     "--examples", "1", "--feature", "window", "--mask", "window")
+    assert code == 1 and "FAIL  float32-window" in out, out
+
+
 def test_a_drawn_failure_is_shrunk_and_printed_with_its_seed(capsys):
     # the fixed problems all have d_k = 16; a kernel wrong only for d_k < 16 is caught by the drawn ones
     code, out = _run(capsys, "tests.test_kernel_cli:wrong_below_16", "--dtype", "float32", "--mask", "none",

@@ -7,8 +7,11 @@ with it. Here each mask feature the matrix uses is given to torch's own math imp
 ``scaled_dot_product_attention`` in its own terms (``is_causal`` for top-left causal, torch's
 ``causal_lower_right`` bias for bottom-right, a boolean ``attn_mask`` where True takes part, a float
 ``attn_mask`` added to the scores, ``enable_gqa`` for shared key/value heads, ``scale``), on the problems
-the matrix draws.
+the matrix draws. The kernel features: a sliding window as a boolean and ALiBi as a float ``attn_mask``
+built from numpy positions; a sink as one more key (k = 0, v = 0) whose score is the sink logit; a
+softcap, which SDPA cannot express, as the formula written out in numpy.
 """
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -25,11 +28,49 @@ from properties.assertions import relative_error
 TOLERANCE = 1e-12
 
 
+def _positions(n_q: int, n_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Query and key positions on the bottom-right diagonal's scale: ``(i + n_k - n_q, j)`` as (n_q, 1), (1, n_k)."""
+    return np.arange(n_q)[:, None] + (n_k - n_q), np.arange(n_k)[None, :]
+
+
+def _softcap_numpy(problem: kernel.AttentionProblem) -> torch.Tensor:
+    """A softcap has no SDPA spelling: ``softmax(c tanh(q k^T s / c)) v`` written out in numpy, float64."""
+    q, k, v = (t.numpy() for t in (problem.q, problem.k, problem.v))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    scale = 1 / np.sqrt(q.shape[-1]) if problem.scale is None else problem.scale
+    c = problem.mask.softcap
+    logits = c * np.tanh(np.einsum("bhid,bhjd->bhij", q, k) * scale / c)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    return torch.from_numpy(np.einsum("bhij,bhjd->bhid", weights / weights.sum(-1, keepdims=True), v))
+
+
 def _sdpa_math(problem: kernel.AttentionProblem) -> torch.Tensor:
     q, k, v, mask = problem.q, problem.k, problem.v, problem.mask
     n_q, n_k = q.shape[-2], k.shape[-2]
     kwargs: dict = {"scale": problem.scale, "enable_gqa": problem.gqa}
-    if mask.bias is not None:
+    if mask.softcap is not None:
+        return _softcap_numpy(problem)
+    if mask.window is not None:  # a boolean attn_mask, from numpy positions
+        i, j = _positions(n_q, n_k)
+        left, right = mask.window
+        keep = np.ones((n_q, n_k), dtype=bool)
+        if left is not None:
+            keep &= j >= i - left
+        if right is not None:
+            keep &= j <= i + right
+        kwargs["attn_mask"] = torch.from_numpy(keep)
+    elif mask.alibi is not None:  # a float attn_mask: -slope_h |i + n_k - n_q - j|
+        i, j = _positions(n_q, n_k)
+        kwargs["attn_mask"] = torch.from_numpy(-mask.alibi.numpy()[:, None, None] * np.abs(i - j)[None])
+    elif mask.sink is not None:  # one more key: k = 0 and v = 0, whose score is the sink logit (a float attn_mask)
+        b, h_kv = k.shape[:2]
+        k = torch.cat([k, k.new_zeros(b, h_kv, 1, k.shape[-1])], dim=-2)
+        v = torch.cat([v, v.new_zeros(b, h_kv, 1, v.shape[-1])], dim=-2)
+        bias = torch.zeros(q.shape[1], n_q, n_k + 1, dtype=q.dtype)
+        bias[..., -1] = mask.sink[:, None]
+        kwargs["attn_mask"] = bias
+    elif mask.bias is not None:
         kwargs["attn_mask"] = mask.bias
     elif mask.key_padding is not None:
         keep = mask.key_padding[:, None, None, :].expand(q.shape[0], 1, n_q, n_k)
