@@ -19,8 +19,10 @@ from impl.lowrank import (column_norm, dora_weight, lora_delta, lora_parameter_c
 from impl.softmax import stable_softmax
 from impl.spectral import (eig, frobenius_norm, marchenko_pastur_density, marchenko_pastur_edges, nuclear_norm,
                            singular_values, spectral_norm, spectral_normalize)
+from properties.strategies.architecture import assert_equal_up_to_rounding, locals_at_return
 from properties.strategies.spectral import (attention_matrices, gaussian, low_rank_factors, printed_code, real_matrices,
                                             seeds)
+from properties.test_snippets_called import AS_PRINTED, mutant, mutant_code
 
 EPS64 = 2.0**-52
 
@@ -599,6 +601,28 @@ def test_spectral_conditioning_is_a_low_rank_factorisation():
 def test_spectral_conditioned_attention_forward_returns_the_attention_output():
     out = _spectral_condition()(torch.randn(1, 3, 8))
     claim_assert(out is not None, "forward() returns None", returned=repr(out))
+
+
+@pytest.mark.claim("optimization.spectral-conditioned-attention-forward-returns-none",
+                   "optimization.snippet-la-spectral-conditioned-attention")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "qkv = F.linear(x, W_qkv)", "return F.linear(x, W_qkv)", "forward returning what it computes, as a layer "
+    "returns its output", models=["optimization.spectral-conditioned-attention-forward-returns-none",
+                                  "optimization.snippet-la-spectral-conditioned-attention"])])
+def test_spectral_conditioned_attention_forward_projects_x_by_the_conditioned_w_qkv_and_returns_none(mutation):
+    claim = "optimization.snippet-la-spectral-conditioned-attention"
+    cls = (mutant_code(claim, *mutation) if mutation else printed_code(claim)).namespace["SpectralConditionedAttention"]
+    layer = cls(64, 4).double()  # the document's call, SpectralConditionedAttention(d_model, n_heads)
+    x = gaussian((2, 10, 64), 74)
+    with torch.no_grad():
+        out, local = locals_at_return(type(layer).forward, lambda: layer(x))
+        # its clamping is decided by linear-algebra.spectral-condition-clamps-singular-values
+        conditioned = layer.spectral_condition(layer.W_qkv.weight)
+    claim_assert(out is None, "forward returns a value", returned=type(out).__name__)
+    qkv = local.get("qkv")
+    claim_assert(isinstance(qkv, torch.Tensor) and qkv.shape == (2, 10, 192), "forward computes no qkv of shape "
+                 "(B, n, 3 d_model)", locals=sorted(local))
+    assert_equal_up_to_rounding(qkv, x @ conditioned.T, "qkv is not x W_c^T, W_c = spectral_condition(W_qkv)")
 
 
 @pytest.mark.claim("linear-algebra.la-summary-low-rank-lora-qkv-ffn")

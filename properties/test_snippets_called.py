@@ -11,23 +11,34 @@ that exception (type, message and the document line it came from) into the count
 before the call reaches the document's code is the test's own error and is re-raised, never a counterexample.
 
 Each test of a ``holds`` snippet is also run on a mutant of the printed code (:func:`mutant`, a one-line plausible
-bug: a wrong constant, index, axis or condition) as its negative control: the same checks must reject it.
+bug: a wrong constant, index, axis or condition) as its negative control: the same checks must reject it. The
+correction of a ``fails`` snippet is tested on the printed code with exactly the repair it names
+(:func:`edited_code`), against a reference computed by hand, and on a wrong repair as its control.
 """
 import contextlib
+import functools
 import io
 import math
 import traceback
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import matplotlib
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from claimcheck import claim_assert, control, premise, refutes
 from claimcheck.snippets import SnippetRun, execute
+from impl.blocks import pre_norm
+from impl.ffn import ffn, gelu
+from impl.multihead import attend_heads
+from impl.norms import layer_norm
+from impl.rope import rope_frequencies, rotation_matrix
 from impl.spectral import eigenvalues, mass_rank, relative_singular_value_gap, singular_value_gap, stable_rank
-from properties.strategies.spectral import fresh_code, gaussian, printed_code
+from properties.strategies.architecture import assert_equal_up_to_rounding, seeded_module
+from properties.strategies.spectral import fresh_code, gaussian, printed_code, seeds
 
 matplotlib.use("Agg")
 import matplotlib.pyplot  # noqa: E402  (the spectral snippets import it: load it once, at collection)
@@ -35,24 +46,40 @@ import matplotlib.pyplot  # noqa: E402  (the spectral snippets import it: load i
 EPS64 = 2.0**-52
 
 
+def edited_run(claim_id: str, edits: Sequence[tuple[str, str]], **extra: Any) -> SnippetRun:
+    """The snippet of ``claim_id`` executed afresh with each ``(old, new)`` of ``edits`` applied in turn (``old`` must
+    occur exactly once), in a copy of the printed code's namespace (its ``requires`` included) with ``extra`` names
+    added. The run may fail: its outcome is recorded, as for the printed code."""
+    printed = printed_code(claim_id)
+    code = printed.code
+    for old, new in edits:
+        premise(code.count(old) == 1, "the text an edit replaces does not occur exactly once", claim=claim_id, old=old)
+        code = code.replace(old, new)
+    run = SnippetRun(printed.source, printed.start, printed.end, code, namespace={**printed.namespace, **extra})
+    return execute(run, filename=f"sources/{printed.source}.txt")  # the document's file: as the printed code's frames
+
+
+def edited_code(claim_id: str, edits: Sequence[tuple[str, str]], **extra: Any) -> SnippetRun:
+    """:func:`edited_run`, which must run: an edited snippet that fails to define its names breaks the evidence."""
+    run = edited_run(claim_id, edits, **extra)
+    premise(run.ran, "the edited printed code does not run", snippet=run.describe())
+    return run
+
+
 def mutant_code(claim_id: str, old: str, new: str, **extra: Any) -> SnippetRun:
     """The snippet of ``claim_id`` executed with its text ``old`` (which must occur once) replaced by ``new``, in a
     copy of the printed code's namespace (its ``requires`` included) with ``extra`` names added."""
-    printed = printed_code(claim_id)
-    premise(printed.code.count(old) == 1, "the text a mutant replaces does not occur exactly once", claim=claim_id, old=old)
-    run = SnippetRun(printed.source, printed.start, printed.end, printed.code.replace(old, new),
-                     namespace={**printed.namespace, **extra})
-    run = execute(run, filename=f"sources/{printed.source}.txt")  # the document's file: as the printed code's frames
-    premise(run.ran, "the mutant of the printed code does not run", snippet=run.describe())
-    return run
+    return edited_code(claim_id, [(old, new)], **extra)
 
 
 AS_PRINTED = pytest.param(None, id="printed")
 
 
-def mutant(old: str, new: str, why: str) -> Any:
-    """A ``mutation`` parameter: the negative control that runs the test on the printed code with ``old`` -> ``new``."""
-    return pytest.param((old, new), id="mutant", marks=control(f"the printed code with {old!r} -> {new!r}: {why}"))
+def mutant(old: str, new: str, why: str, models: str | list[str] | None = None) -> Any:
+    """A ``mutation`` parameter: the negative control that runs the test on the printed code with ``old`` -> ``new``
+    (credited to the claims ``models`` names, needed when the test is evidence for several)."""
+    return pytest.param((old, new), id="mutant",
+                        marks=control(f"the printed code with {old!r} -> {new!r}: {why}", models=models))
 
 
 def _code(claim_id: str, name: str, mutation: tuple[str, str] | None = None) -> Any:
@@ -103,6 +130,37 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     # two float64 evaluations of one softmax-attention (sums of <= 64 terms of O(1) values): 2^12 eps covers rounding,
     # a wrong scale or softmax axis errs by O(0.1)
     return a.shape == b.shape and bool((a - b).abs().max() <= 2.0**12 * EPS64 * max(1.0, b.abs().max().item()))
+
+
+def _affine(x: torch.Tensor, linear: torch.nn.Linear) -> torch.Tensor:
+    """``x W^T + b`` of an ``nn.Linear``, written out."""
+    return x @ linear.weight.T if linear.bias is None else x @ linear.weight.T + linear.bias
+
+
+def _attention_by_hand(proj: tuple[torch.nn.Linear, ...], n_heads: int, x_q: torch.Tensor, x_kv: torch.Tensor,
+                       mask: torch.Tensor | None) -> torch.Tensor:
+    """``W_o Concat_i(softmax(Q_i K_i^T / sqrt(d_k)) V_i)`` with the printed projections ``(W_q, W_k, W_v, W_o)``, the
+    heads by :func:`impl.multihead.attend_heads`; ``mask`` in the printed convention (0 masks)."""
+    w_q, w_k, w_v, w_o = proj
+    heads = attend_heads(_affine(x_q, w_q), _affine(x_kv, w_k), _affine(x_kv, w_v), n_heads,
+                         mask=None if mask is None else mask != 0)  # (B, n_q, d_model)
+    return _affine(heads, w_o)
+
+
+def _mha_by_hand(mha: torch.nn.Module, mask: torch.Tensor | None, kv: torch.Tensor | None = None) -> Callable:
+    """The sublayer ``h -> MHA(h, kv, kv)`` (``kv = h``: self-attention) with the weights of a printed
+    MultiHeadAttention (foundations.txt lines 138-176)."""
+    return lambda h: _attention_by_hand((mha.W_q, mha.W_k, mha.W_v, mha.W_o), mha.num_heads, h,
+                                        h if kv is None else kv, mask)
+
+
+def _ffn_by_hand(seq: torch.nn.Sequential) -> Callable:
+    """``h -> GELU(h W_1 + b_1) W_2 + b_2`` with the weights of a printed Linear-GELU-Linear."""
+    return lambda h: ffn(h, seq[0].weight.T, seq[2].weight.T, seq[0].bias, seq[2].bias, gelu)
+
+
+def _ln(norm: torch.nn.LayerNorm) -> Callable:
+    return lambda h: layer_norm(h, norm.weight, norm.bias, norm.eps)
 
 
 # --- foundations.txt ----------------------------------------------------------------------------------------------
@@ -212,6 +270,27 @@ def test_printed_encoder_layer_maps_b_n_d_to_b_n_d():
     claim_assert(_shape(out) == (2, 5, 512), "the output is not (B, n, d_model)", shape=_shape(out))
 
 
+_ENCODER_CALL = "self.self_attn(self.norm1(x), mask)"  # line 340
+
+
+@pytest.mark.claim("architecture.snippet-encoder-layer")
+@pytest.mark.parametrize("call", [
+    pytest.param("self.self_attn(self.norm1(x), self.norm1(x), self.norm1(x), mask)", id="query-key-value-norm1-x"),
+    pytest.param("self.self_attn(self.norm1(x), x, x, mask)", id="key-value-x", marks=control(
+        "line 340 repaired with keys and values from x, not norm1(x): it runs, but is not the pre-norm layer",
+        models="architecture.snippet-encoder-layer"))])
+def test_encoder_layer_with_query_key_value_norm1_x_is_the_pre_norm_layer(call):
+    cls = edited_code("architecture.snippet-encoder-layer", [(_ENCODER_CALL, call)]).namespace["EncoderLayer"]
+    layer = seeded_module(reader_call("EncoderLayer(512, 8, 2048)", lambda: cls(512, 8, 2048)), 26).eval()
+    x = gaussian((2, 5, 512), 27)
+    with torch.no_grad():
+        for mask in (None, torch.ones(5, 5).tril()):
+            out = reader_call("layer(x, mask) for x (2, 5, 512)", lambda: layer(x, mask))
+            x1 = pre_norm(x, _mha_by_hand(layer.self_attn, mask), _ln(layer.norm1))
+            assert_equal_up_to_rounding(out, pre_norm(x1, _ffn_by_hand(layer.ffn), _ln(layer.norm2)),
+                                        "the layer is not x + MHA(LN_1 x), then + FFN(LN_2 .)", masked=mask is not None)
+
+
 @pytest.mark.claim("architecture.snippet-decoder-layer")
 @refutes(reason="one call with the default masks (None), d_model = 512, h = 8: line 362 calls self_attn(norm1(x), "
                 "tgt_mask) without a value, so every call raises")
@@ -222,6 +301,35 @@ def test_printed_decoder_layer_maps_b_n_d_to_b_n_d():
     claim_assert(_shape(out) == (2, 5, 512), "the output is not (B, n, d_model)", shape=_shape(out))
 
 
+_DECODER_SELF_CALL = ("self.self_attn(self.norm1(x), tgt_mask)",  # line 362
+                      "self.self_attn(self.norm1(x), self.norm1(x), self.norm1(x), tgt_mask)")
+_DECODER_CROSS_CALL = "self.cross_attn(self.norm2(x), encoder_output, src_mask)"  # line 364
+
+
+@pytest.mark.claim("architecture.snippet-decoder-layer")
+@pytest.mark.parametrize("cross_call", [
+    pytest.param("self.cross_attn(self.norm2(x), encoder_output, encoder_output, src_mask)", id="value-encoder-output"),
+    pytest.param("self.cross_attn(self.norm2(x), self.norm2(x), self.norm2(x), src_mask)", id="no-encoder-output",
+                 marks=control("line 364 repaired as a second self-attention on norm2(x): it runs unmasked, but never "
+                               "reads the encoder output", models="architecture.snippet-decoder-layer"))])
+def test_decoder_layer_with_its_attention_calls_given_query_key_value_is_the_pre_norm_decoder_layer(cross_call):
+    edits = [_DECODER_SELF_CALL, (_DECODER_CROSS_CALL, cross_call)]
+    cls = edited_code("architecture.snippet-decoder-layer", edits).namespace["DecoderLayer"]
+    layer = seeded_module(reader_call("DecoderLayer(512, 8, 2048)", lambda: cls(512, 8, 2048)), 28).eval()
+    x, memory = gaussian((2, 5, 512), 29), gaussian((2, 7, 512), 30)
+    padding = torch.ones(5, 7)
+    padding[:, -1] = 0  # the last encoder position is padding
+    with torch.no_grad():
+        for src_mask, tgt_mask in ((None, None), (padding, torch.ones(5, 5).tril())):
+            out = reader_call("layer(x, encoder_output, src_mask, tgt_mask)",
+                              lambda: layer(x, memory, src_mask, tgt_mask))
+            x1 = pre_norm(x, _mha_by_hand(layer.self_attn, tgt_mask), _ln(layer.norm1))
+            x2 = pre_norm(x1, _mha_by_hand(layer.cross_attn, src_mask, kv=memory), _ln(layer.norm2))
+            assert_equal_up_to_rounding(out, pre_norm(x2, _ffn_by_hand(layer.ffn), _ln(layer.norm3)),
+                                        "the layer is not x + MHA(LN_1 x), + CrossMHA(LN_2 ., enc), + FFN(LN_3 .)",
+                                        masked=src_mask is not None)
+
+
 @pytest.mark.claim("rope.snippet-ndimensional-rope")
 @refutes(reason="NDimensionalRoPE(8, 2, 16): head_dim 8 divisible by 2 n_dims = 4, two position axes; line 527 reads "
                 "the undefined name pairs_per_dim on every construction, before any argument matters")
@@ -230,6 +338,44 @@ def test_printed_ndimensional_rope_rotates_b_h_t_head_dim_by_multi_axis_position
     x, positions = torch.randn(1, 2, 3, 8), torch.randint(0, 16, (1, 3, 2))
     out = reader_call("rope.apply(x, positions)", lambda: rope.apply(x, positions))
     claim_assert(_shape(out) == (1, 2, 3, 8), "apply does not return x's shape (B, H, T, head_dim)", shape=_shape(out))
+
+
+_SELF_PAIRS_PER_DIM = ("(torch.arange(0, pairs_per_dim, 2).float() / pairs_per_dim)",  # line 527
+                       "(torch.arange(0, self.pairs_per_dim, 2).float() / self.pairs_per_dim)")
+
+
+@functools.cache  # one execution of each edited class per process
+def _ndimensional_rope(*edits: tuple[str, str]) -> type:
+    """NDimensionalRoPE with line 527 reading self.pairs_per_dim, and ``edits`` besides."""
+    return edited_code("rope.snippet-ndimensional-rope", [_SELF_PAIRS_PER_DIM, *edits]).namespace["NDimensionalRoPE"]
+
+
+@pytest.mark.claim("rope.snippet-ndimensional-rope")
+@pytest.mark.parametrize("edits", [pytest.param((), id="self-pairs-per-dim"), pytest.param(
+    (("return x * cos + self.rotate_half(x) * sin", "return x"),), id="apply-returns-x",
+    marks=control("apply returning x itself, as a working apply returns a tensor of x's shape",
+                  models="rope.snippet-ndimensional-rope"))])
+@given(n_dims=st.integers(1, 3), pairs=st.integers(1, 3), max_pos=st.integers(1, 8), b=st.integers(1, 2),
+       h=st.integers(1, 3), t=st.integers(1, 4), seed=seeds())
+def test_ndimensional_rope_with_self_pairs_per_dim_builds_but_apply_never_returns_x_shape(edits, n_dims, pairs,
+                                                                                            max_pos, b, h, t, seed):
+    head_dim = 2 * n_dims * pairs  # the divisibility the constructor asserts (line 515)
+    rope = reader_call(f"NDimensionalRoPE({head_dim}, {n_dims}, {max_pos})",
+                       lambda: _ndimensional_rope(*edits)(head_dim, n_dims, max_pos))
+    # arange(0, pairs, 2) gives ceil(pairs / 2) frequencies per axis, and the cache doubles them: one table of
+    # max_pos rows, not one per axis, so cos_cached[:, :, positions] is (1, 1, B, T, n_dims, width)
+    width = 2 * n_dims * math.ceil(pairs / 2)
+    claim_assert(_shape(rope.cos_cached) == (1, 1, max_pos, width), "the cos table is not (1, 1, max_pos, "
+                 "2 n_dims ceil(pairs_per_dim / 2))", shape=_shape(rope.cos_cached), width=width)
+    x = gaussian((b, h, t, head_dim), seed)
+    positions = torch.randint(0, max_pos, (b, t, n_dims), generator=torch.Generator().manual_seed(seed))
+    try:
+        out, error = rope.apply(x, positions), None
+    except RuntimeError as exc:  # x (B, H, T, head_dim) against the 6-dimensional lookup
+        premise(_document_frame(exc) is not None, "the error is not raised in the printed apply", error=str(exc))
+        out, error = None, f"{type(exc).__name__}: {exc}"
+    claim_assert(out is None or _shape(out) != _shape(x), "apply returns a tensor of x's shape (B, H, T, head_dim)",
+                 x_shape=_shape(x), out_shape=_shape(out), error=error)
 
 
 @pytest.mark.claim("long-context.snippet-critical-attention-scaling")
@@ -291,6 +437,25 @@ def test_printed_transformer_block_maps_b_n_d_to_b_n_d():
                         lambda: _code("architecture.snippet-la-transformer-block", "TransformerBlock")(512, 8, 2048))
     out = reader_call("block(x) for x (2, 5, 512)", lambda: block(torch.randn(2, 5, 512)))
     claim_assert(_shape(out) == (2, 5, 512), "the output is not (B, n, d_model)", shape=_shape(out))
+
+
+@pytest.mark.claim("architecture.snippet-la-transformer-block")
+@pytest.mark.parametrize("condition", [pytest.param("if mask is not None:", id="mask-is-not-none"), pytest.param(
+    "if False:", id="masking-dropped", marks=control("line 67 repaired by dropping the masking: it runs, but a "
+                                                     "causal mask is ignored",
+                                                     models="architecture.snippet-la-transformer-block"))])
+def test_transformer_block_with_if_mask_is_not_none_adds_attention_then_ffn_of_ln2(condition):
+    cls = edited_code("architecture.snippet-la-transformer-block",
+                      [("if mask is not_mask is not None:", condition)]).namespace["TransformerBlock"]
+    block = seeded_module(reader_call("TransformerBlock(512, 8, 2048)", lambda: cls(512, 8, 2048)), 31).eval()
+    x = gaussian((2, 5, 512), 32)
+    with torch.no_grad():
+        for mask in (None, torch.ones(5, 5).tril()):
+            out = reader_call("block(x, mask) for x (2, 5, 512)", lambda: block(x, mask))
+            x1 = x + _attention_by_hand((block.W_q, block.W_k, block.W_v, block.W_o), block.n_heads, x, x, mask)
+            assert_equal_up_to_rounding(out, pre_norm(x1, _ffn_by_hand(block.ffn), _ln(block.ln2)),
+                                        "the block is not X_1 = X_0 + W_o(MHA X_0), X_2 = X_1 + FFN(LN_2 X_1)",
+                                        masked=mask is not None)
 
 
 @pytest.mark.claim("spectral.snippet-la-analyze-attention-spectrum")
@@ -691,3 +856,52 @@ def test_evaluate_architecture_spectral_with_a_readers_builder_returns_the_healt
             "count", healthy=healthy)
     claim_assert(score == sum(healthy) / len(healthy), "the score is not the share of layers with 30 < er < 100 and "
                  "0.3 < sg < 0.7", score=score, healthy=healthy)
+
+
+# ---- rope.snippet-rope-circuit: the labelled pseudocode read as the algorithm it describes ------------------------
+
+_CIRCUIT_HELPERS = {  # the pseudocode's helpers, exact: identity, block_diag and the "rational approximations"
+    "identity": lambda n: torch.eye(n, dtype=torch.float64),
+    "block_diag": lambda a, b: torch.block_diag(a, torch.as_tensor(b, dtype=torch.float64)),
+    "rational_approx_cos": lambda angle, bits: math.cos(angle),
+    "rational_approx_sin": lambda angle, bits: math.sin(angle),
+}
+def _rope_circuit(start: str = "R = identity(d_k)") -> Callable:
+    """``rope_circuit`` of the pseudocode with its helpers supplied, ``bits=O(log m)`` (notation: the precision a
+    gate count is stated in) read as no argument, and R started as ``start``."""
+    printed = printed_code("rope.snippet-rope-circuit")
+    premise(printed.code.count("bits=O(log m)") == 2 and printed.code.count("R = identity(d_k)") == 1,
+            "the pseudocode's precision argument or start of R is not where the edit expects it")
+    code = printed.code.replace("bits=O(log m)", "bits=None").replace("R = identity(d_k)", start)
+    run = execute(SnippetRun(printed.source, printed.start, printed.end, code,
+                             namespace={**printed.namespace, **_CIRCUIT_HELPERS}),
+                  filename=f"sources/{printed.source}.txt")
+    premise(run.ran and "rope_circuit" in run.namespace, "the pseudocode with its helpers does not define rope_circuit",
+            snippet=run.describe())
+    return run.namespace["rope_circuit"]
+
+
+@pytest.mark.claim("rope.snippet-rope-circuit")
+@refutes(reason="read as the algorithm it describes (helpers exact, bits= notation): m = 3, d_k = 4, the RoPE "
+                "frequencies 10000^(-2i/d_k); R starts as identity(d_k) and every block is appended after it")
+def test_rope_circuit_read_as_an_algorithm_returns_the_d_k_by_d_k_rotation_matrix():
+    d_k, m = 4, 3
+    theta = rope_frequencies(d_k)
+    r = reader_call("rope_circuit(3, theta, 4)", lambda: _rope_circuit()(m, theta.tolist(), d_k))
+    claim_assert(tuple(r.shape) == (d_k, d_k) and torch.allclose(r, rotation_matrix(m, theta)),
+                 "the circuit's matrix is not R_Theta(m), the d_k x d_k block-diagonal rotation", shape=tuple(r.shape),
+                 expected=(d_k, d_k))
+
+
+@pytest.mark.claim("rope.snippet-rope-circuit")
+@pytest.mark.parametrize("start", [pytest.param("R = identity(0)", id="empty-start"), pytest.param(
+    "R = identity(d_k)", id="printed-start", marks=control(
+        "the printed start identity(d_k): its matrix is 2 d_k x 2 d_k", models=["rope.snippet-rope-circuit"]))])
+@given(m=st.integers(0, 4096), half=st.integers(1, 8))
+def test_rope_circuit_started_from_an_empty_matrix_is_the_rope_rotation_matrix(start, m, half):
+    d_k = 2 * half
+    theta = rope_frequencies(d_k)
+    r = _rope_circuit(start)(m, theta.tolist(), d_k)
+    # the same float64 angles; math.cos and torch.cos are two libms, each within an ulp of the true value: 4 eps
+    claim_assert(tuple(r.shape) == (d_k, d_k) and (r - rotation_matrix(m, theta)).abs().max().item() <= 4 * EPS64,
+                 "the circuit started from an empty matrix is not R_Theta(m)", shape=tuple(r.shape), d_k=d_k, m=m)

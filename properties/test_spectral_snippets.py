@@ -8,8 +8,10 @@ Each test checks one printed metric against the formula it actually implements, 
 the printed code (a one-line plausible bug: the other gap, an off-by-one, a transpose) as its negative control.
 """
 import contextlib
+import functools
 import io
 import math
+import re
 from types import SimpleNamespace
 
 import matplotlib
@@ -18,13 +20,15 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, premise, record, refutes
+from claimcheck.snippets import project_root
+from claimcheck.sources import load_sources
 from impl.lowrank import truncated_svd
 from impl.softmax import stable_softmax
 from impl.spectral import (eigenvalue_gap, effective_rank, mass_rank, relative_singular_value_gap,
                            eigenvalues, singular_value_gap, singular_value_ratio, singular_values, stable_rank)
 from properties.strategies.spectral import attention_matrices, fresh_code, gaussian, printed_code, real_matrices, seeds
-from properties.test_snippets_called import AS_PRINTED, mutant, mutant_code
+from properties.test_snippets_called import AS_PRINTED, _document_frame, _uniform_quantize, mutant, mutant_code
 
 matplotlib.use("Agg")
 EIG_TOL = 1e-6  # eigenvalues of non-normal matrices: O(sqrt(eps)) error near defective ones
@@ -38,6 +42,27 @@ def _svd_tol(a: torch.Tensor) -> float:
 
 def _code(claim_id: str, name: str, mutation: tuple[str, str] | None = None):
     return (mutant_code(claim_id, *mutation) if mutation else printed_code(claim_id)).namespace[name]
+
+
+@functools.cache
+def _defined_in_documents(name: str) -> tuple[str, ...]:
+    """``doc:line`` of each line of the four documents that defines or imports ``name`` (``def``, ``class``, an
+    assignment, an import)."""
+    n = re.escape(name)
+    pattern = re.compile(rf"^\s*(?:def|class)\s+{n}\b"  # a def or class statement
+                         rf"|^\s*{n}\s*(?::[^=]*)?=(?!=)"  # an assignment, annotated or not
+                         rf"|^\s*(?:from\s+\S+\s+)?import\s.*\b{n}\b")  # an import
+    docs = load_sources(project_root()).documents
+    return tuple(f"{key}:{i}" for key, doc in docs.items() for i, line in enumerate(doc.lines, 1)
+                 if pattern.search(line))
+
+
+def _assert_defined_nowhere(name: str, defining_function: str) -> None:
+    """No line of the documents defines ``name``; the scan must find the printed ``defining_function`` itself."""
+    premise(_defined_in_documents(defining_function), "the scan does not find the printed function's own def",
+            function=defining_function)
+    where = _defined_in_documents(name)
+    claim_assert(not where, f"a line of the documents defines {name}", lines=where)
 
 
 def _analyze(a: torch.Tensor, mutation: tuple[str, str] | None = None) -> dict:
@@ -305,6 +330,46 @@ def test_training_monitor_runs_as_printed():
     claim_assert(error is None, "training_monitor raises NameError", error=error)
 
 
+def _raised_in_document(call) -> str | None:
+    """None if ``call()`` returns; else the exception and the document line it came from (an exception that never
+    reached the printed code is the test's own error, re-raised)."""
+    try:
+        call()
+    except Exception as exc:
+        where = _document_frame(exc)
+        if where is None:
+            raise
+        return f"{type(exc).__name__} at {where}"
+    return None
+
+
+@pytest.mark.claim("spectral.snippet-training-monitor-train-step-undefined")
+# a tensor batch: x['input'] is read as five indices (torch warns of that reading before the IndexError)
+@pytest.mark.filterwarnings("ignore:Using a non-tuple sequence for multidimensional indexing")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "analyzer.analyze_all_layers(batch['input'])", "analyzer.analyze_all_layers(batch)", "each batch analysed as it "
+    "is, so that a bare tensor batch would do", models="spectral.snippet-training-monitor-train-step-undefined")])
+def test_training_monitor_given_a_train_step_runs_on_batches_with_an_input_key_only(mutation):
+    _assert_defined_nowhere("train_step", "training_monitor")
+    steps = []
+    train_step = lambda model, batch: steps.append(batch) or 0.0  # noqa: E731  the reader's step; records its batch
+    claim = "spectral.snippet-training-monitor"
+    run = mutant_code(claim, *mutation, train_step=train_step) if mutation else fresh_code(claim, train_step=train_step)
+    x = torch.randn(1, 6, 8, generator=torch.Generator().manual_seed(7))
+    batches = {"{'input': x}": {"input": x}, "x": x, "{'x': x}": {"x": x}}
+    raised = {}
+    for name, batch in batches.items():
+        with contextlib.redirect_stdout(io.StringIO()):
+            raised[name] = _raised_in_document(lambda: run.namespace["training_monitor"](
+                _model_for_monitor(7), [batch], log_every=1))
+    claim_assert(raised["{'input': x}"] is None and len(steps) == 3, "with a train_step the monitor does not run on "
+                 "a batch {'input': x}", raised=raised, steps=len(steps))
+    others = [r for name, r in raised.items() if name != "{'input': x}"]
+    claim_assert(all(r is not None and r.endswith("spectral.txt:689") for r in others),
+                 "a batch that is not a dict with key 'input' does not fail at line 689 (batch['input'])",
+                 raised=raised)
+
+
 @pytest.mark.claim("spectral.snippet-measure-rank-collapse-get-attention-undefined")
 @refutes(reason="a one-layer attention model and one length n = 4; get_attention_matrix is never defined in the "
                 "document")
@@ -317,6 +382,38 @@ def test_measure_rank_collapse_runs_as_printed():
     except NameError as exc:
         error = str(exc)
     claim_assert(error is None, "measure_rank_collapse raises NameError", error=error)
+
+
+@pytest.mark.claim("spectral.snippet-measure-rank-collapse-get-attention-undefined")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "'spectral_gap': spectrum['spectral_gap']", "'spectral_gap': spectrum['tail_ratio']", "another of the six "
+    "statistics reported as the gap", models="spectral.snippet-measure-rank-collapse-get-attention-undefined")])
+@given(matrices=st.lists(attention_matrices(2, 8), min_size=1, max_size=3))
+@settings(max_examples=25)  # each example re-executes the printed code
+def test_measure_rank_collapse_given_an_attention_helper_reports_the_stable_rank_and_relative_gap_per_length(
+        mutation, matrices):
+    _assert_defined_nowhere("get_attention_matrix", "measure_rank_collapse")
+    supplied, seen = iter(matrices), []
+
+    def get_attention_matrix(model, x):  # the reader's helper: one attention matrix [n, n] per call
+        seen.append(tuple(x.shape))
+        return next(supplied)
+
+    claim = "spectral.snippet-measure-rank-collapse"
+    run = mutant_code(claim, *mutation, get_attention_matrix=get_attention_matrix) if mutation else \
+        fresh_code(claim, get_attention_matrix=get_attention_matrix)
+    lengths = [a.shape[0] for a in matrices]
+    results = run.namespace["measure_rank_collapse"](SimpleNamespace(d_model=8), lengths)
+    claim_assert([r["n"] for r in results] == lengths and seen == [(1, n, 8) for n in lengths],
+                 "not one record per length, each from the helper on a [1, n, d_model] input", seen=seen,
+                 lengths=lengths)
+    for r, a in zip(results, matrices):
+        n = a.shape[0]
+        # as in test_spectral_doc_analyze_attention_spectrum_computes_stable_rank_and_relative_singular_gap: numpy's
+        # and torch's SVDs of one matrix, each value within _svd_tol (s_1 >= 1 for A 1 = 1)
+        claim_assert(abs(r["effective_rank"] - stable_rank(a).item()) <= 8 * n * _svd_tol(a) + 2 * n * EPS64 * n
+                     and abs(r["spectral_gap"] - relative_singular_value_gap(a).item()) <= 4 * _svd_tol(a) + 2 * EPS64,
+                     "a record is not the stable rank and 1 - s_2/s_1 of the helper's matrix", a=a, record=r)
 
 
 @pytest.mark.claim("architecture.evaluate-architecture-spectral-call")
@@ -544,3 +641,30 @@ def test_spectral_preserving_quantize_runs_as_printed():
     except NameError as exc:
         error = str(exc)
     claim_assert(error is None, "spectral_preserving_quantize raises NameError", error=error)
+
+
+@pytest.mark.claim("spectral.snippet-quantize-undefined")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "k = int(0.8 * len(s))", "k = len(s)", "every singular value quantised and kept: rank r, above int(0.8 r)",
+    models="spectral.snippet-quantize-undefined")])
+@given(m=st.integers(2, 8), n=st.integers(2, 8), seed=seeds())
+@settings(max_examples=25)  # each example re-executes the printed code
+def test_spectral_preserving_quantize_given_a_quantizer_keeps_the_quantised_top_int_0_8_r_singular_values(mutation,
+                                                                                                          m, n, seed):
+    _assert_defined_nowhere("quantize", "spectral_preserving_quantize")
+    claim = "spectral.snippet-spectral-preserving-quantize"
+    run = mutant_code(claim, *mutation, quantize=_uniform_quantize) if mutation else \
+        fresh_code(claim, quantize=_uniform_quantize)
+    w = gaussian((m, n), seed)
+    out = run.namespace["spectral_preserving_quantize"](w)
+    s = singular_values(w)
+    k = int(0.8 * len(s))
+    expected = torch.cat([_uniform_quantize(s[:k], 8), torch.zeros(len(s) - k, dtype=s.dtype)])
+    got = singular_values(out)
+    # two SVDs of W and the rebuild U diag V^T, each within _svd_tol; the 8-bit steps s_1 / 255 are far larger
+    tol = 3 * _svd_tol(w)
+    rank = int((got > tol).sum())
+    claim_assert(out.shape == w.shape and out.dtype == w.dtype and (got - expected).abs().max() <= tol and rank <= k,
+                 "the output is not a full-precision weight of W's shape whose singular values are the quantised top "
+                 "int(0.8 r) of W's, the rest 0", shape=tuple(out.shape), dtype=str(out.dtype), rank=rank, k=k,
+                 max_error=(got - expected).abs().max().item())

@@ -102,3 +102,32 @@ def test_triton_query_heads_read_and_write_only_their_own_key_value_head(h_q, h_
     claim_assert(touched == [j == h // group for j in range(h_kv)],
                  "an upstream gradient on one query head reached the wrong key/value heads",
                  query_head=h, touched=touched)
+
+
+def _reference_lse(q, k, causal):
+    """The natural log-sum-exp of each row of scores, with key/value heads gathered as in _gathered_reference."""
+    group = q.shape[1] // k.shape[1]
+    return attention(q, k[:, [h // group for h in range(q.shape[1])]], k[:, [h // group for h in range(q.shape[1])]],
+                     mask=Mask(causal=causal), return_lse=True)[1]
+
+
+@pytest.mark.claim("flash-attention.exact-no-approximation")
+@pytest.mark.parametrize("kernel_name", ["triton", "tiled"])
+@pytest.mark.parametrize("h_q,h_kv,n_q,n_k,causal", CASES, ids=[f"{c[0]}over{c[1]}" for c in CASES])
+def test_the_log_sum_exp_a_kernel_returns_is_within_c_times_the_naive_float32_error(kernel_name, h_q, h_kv, n_q,
+                                                                                      n_k, causal):
+    """The log-sum-exp L = m + log l the forward stores for its backward, returned to the caller: against the float64
+    log-sum-exp of the scores, by the error-ratio rule (the naive one: torch.logsumexp of float32 scores)."""
+    from impl.tiled_attention import flash_attention
+
+    q, k, v, d_out = (t.float() for t in _problem(h_q, h_kv, n_q, n_k))
+    q64, k64, v64, d_out64 = (t.double() for t in (q, k, v, d_out))
+    if kernel_name == "triton":
+        lse = triton_attention(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), causal=causal, return_lse=True)[1].cpu()
+    else:
+        lse = flash_attention(q, k, v, mask=Mask(causal=causal), block_m=16, block_n=16, return_lse=True)[1]
+    terms = attention_term_scales(q64, k64, v64, Mask(causal=causal), d_out64)
+    # floor: 2 ulps of max |S| + max |L|, the size of the terms L is summed from (rounding S costs eps |S|)
+    assert_within_reference_error(lse, _reference_lse(q64, k64, causal), _reference_lse(q, k, causal), C_OUT,
+                                  f"backend={kernel_name},gqa={h_q}/{h_kv},dtype=float32,lse", floor_ulps=FLOOR_ULPS,
+                                  scale=terms["logits"])
