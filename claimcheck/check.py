@@ -11,7 +11,8 @@ Each problem names the file, the line and the claim id. Checks:
   each tagged test is named in its claim's evidence; no test is tagged with an unknown id or
   with no claim at all;
 * a decided verdict has evidence of the right kind: ``holds`` a property and no refutation,
-  ``fails`` a refutation, ``partly`` a refutation and a property for its correction;
+  ``fails`` a refutation and evidence that proves its correction (a property, a cited record or a witness of
+  the documents), ``partly`` a refutation and a property for its correction;
 * a test parametrized from the registry runs exactly for the claims that name it;
 * a decided verdict has an evidence grade, and the grade matches the evidence (``tested`` needs a
   test that draws examples, ``recorded`` an attribution checked against a record, ``internal`` a
@@ -91,9 +92,12 @@ def _check_experiments(reg: str, claims: list[Claim]) -> list[Problem]:
     problems: list[Problem] = []
     for c in claims:
         runs = [ev for ev in c.evidence if ev.startswith("experiments/")]
-        if c.experiment is not None and not runs:
+        if c.experiment is not None and not runs and not (c.verdict in ("open", "unverifiable")
+                                                         and c.experiment.registered == "before-result"):
+            # registered and not yet run: an undecided claim may carry its prediction before any code runs it
             problems.append(Problem(reg, c.line_of("experiment"), c.id,
-                                    "has an experiment but its evidence names no test under experiments/"))
+                                    "has an experiment but its evidence names no test under experiments/ (only an "
+                                    "open or unverifiable claim may carry a prediction registered before its run)"))
         if runs and c.experiment is None:
             problems.append(Problem(reg, c.line_of("evidence"), c.id,
                                     f"evidence names {runs[0]} but the claim has no 'experiment' (its prediction)"))
@@ -225,6 +229,11 @@ def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Cl
         if c.verdict == "partly" and named_tests and not props:
             problems.append(Problem(reg, c.line_of("evidence"), c.id,
                                     "verdict 'partly' needs a property test of its correction"))
+        if c.verdict == "fails" and named_tests and not props and not c.cites and not c.witness:
+            # a refutation shows the claim false; what the correction says instead needs proving too
+            problems.append(Problem(reg, c.line_of("correction"), c.id,
+                                    "verdict 'fails' needs evidence that proves its correction: a property test (not a "
+                                    "refutation or a control), a record it cites, or a witness of the documents"))
     return problems
 
 

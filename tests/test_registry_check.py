@@ -171,6 +171,20 @@ def test_refuted_verdict_needs_a_refutation(project):
     assert _one(project, "softmax.shift", "verdict 'fails' needs a refutation")
 
 
+def test_a_refuted_claims_correction_needs_evidence_of_its_own(project):
+    fails = GOOD_CLAIM.replace("verdict: holds", "verdict: fails\n  correction: softmax is shift-invariant always.")
+    refutation = ('@pytest.mark.claim("softmax.shift")\n@refutes(reason="constructed")\ndef test_shift():\n    pass\n')
+    header = "import pytest\nfrom claimcheck import refutes\n\n"
+    project.registry(fails)
+    project.test_file("test_a.py", header + refutation)
+    assert _one(project, "claims.yaml:", "softmax.shift", "verdict 'fails' needs evidence that proves its correction")
+    # a property of the correction beside the refutation satisfies it
+    project.registry(fails.replace("    - properties/test_a.py::test_shift\n",
+                                   "    - properties/test_a.py::test_shift\n    - properties/test_a.py::test_correction\n"))
+    project.test_file("test_a.py", header + refutation + '\n@pytest.mark.claim("softmax.shift")\ndef test_correction():\n    pass\n')
+    assert not [p for p in _problems(project) if "proves its correction" in p]
+
+
 def test_holds_verdict_must_not_rest_on_a_refutation(project):
     project.registry(GOOD_CLAIM)
     project.test_file("test_a.py", "import pytest\nfrom claimcheck import refutes\n\n"
