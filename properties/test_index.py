@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from claimcheck import claim_assert, control, record, refutes
 from claimcheck.plugin import references
 from impl import param_counts as pc
-from impl.attention import attention_weights
+from impl.attention import Mask, attention_weights
 from impl.spectral import eig
 
 
@@ -79,6 +79,30 @@ def test_a_row_stochastic_attention_matrix_need_not_have_a_dominant_token():
     claim_assert(not equivariant or a.max().item() > 1.0 / n + 1e-12,
                  "a row-stochastic attention matrix with no dominant entry, and no preferred position",
                  row=a[0].tolist(), permutation_equivariant=equivariant)
+
+
+@pytest.mark.claim("attention.index-row-stochastic-forces-a-dominant-token")
+@pytest.mark.parametrize("mask", [pytest.param(None, id="no-mask"), pytest.param(Mask(causal="top-left"), id="causal", marks=control(
+    "a causal mask, the positional information the argument lacks: query 1 sees only token 1, so attention is neither "
+    "uniform on equal logits nor permutation-equivariant, and the check must reject it",
+    models=["attention.index-row-stochastic-forces-a-dominant-token"]))])
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 8), d=st.integers(1, 8), data=st.data())
+def test_attention_without_positions_is_permutation_equivariant_and_uniform_on_equal_logits(mask, seed, n, d, data):
+    perm = torch.tensor(data.draw(st.permutations(range(n)), label="permutation"))
+    gen = torch.Generator().manual_seed(seed)
+    x, w_q, w_k = (torch.randn(shape, generator=gen, dtype=torch.float64) for shape in ((n, d), (d, d), (d, d)))
+    a = attention_weights(x @ w_q, x @ w_k, mask=mask)
+    moved = attention_weights(x[perm] @ w_q, x[perm] @ w_k, mask=mask)
+    same = x[:1].expand(n, d)  # n copies of one token: every row's logits are equal
+    flat = attention_weights(same @ w_q, same @ w_k, mask=mask)
+    # permuted (or equal) inputs give the same logits up to the matmul's blocking, a few ulps of max|S|, which move a
+    # weight <= 1 by about as much: 16 eps (1 + max|S|) for both checks
+    logits = max((x @ w_q @ (x @ w_k).T).abs().max().item(), (same @ w_q @ (same @ w_k).T).abs().max().item())
+    tol = 16 * 2.0**-52 * (1 + logits / d**0.5)
+    claim_assert((moved - a[perm][:, perm]).abs().max() <= tol and (flat - 1 / n).abs().max() <= tol,
+                 "attention with no positions is not P A P^T under a permutation P, or not uniform on equal logits",
+                 permutation=perm.tolist(), equivariance_error=(moved - a[perm][:, perm]).abs().max(),
+                 max_deviation_from_uniform=(flat - 1 / n).abs().max())
 
 
 # --- spectra do not determine behaviour (index.txt line 120) -----------------------------------------------------

@@ -3,6 +3,8 @@ import math
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from claimcheck import claim_assert, control, record, refutes
 
@@ -57,7 +59,9 @@ def test_llama2_improvement_is_the_relative_ppl_reduction(standard, critical, pr
 # a zero read-out is a RoPE Transformer; it predicts one class, so on a task with balanced labels its accuracy is
 # exactly 1/2 at every length, below 1 - C (T_train / T)^gamma once T > T_train (2 C)^(1 / gamma), for every C, gamma.
 
-def _zero_readout_rope_accuracy(t: int, d: int = 4, batch: int = 16, seed: int = 0) -> float:
+def _zero_readout_rope_accuracy(t: int, d: int = 4, batch: int = 16, seed: int = 0, theta=None) -> float:
+    """Accuracy of a one-layer RoPE attention model with a zero read-out at length t; ``theta`` its frequencies
+    (d/2,), the original b^(-2i/d) schedule by default."""
     import math
 
     import torch
@@ -67,7 +71,8 @@ def _zero_readout_rope_accuracy(t: int, d: int = 4, batch: int = 16, seed: int =
     x = torch.randn(batch, t, d, dtype=torch.float64, generator=g)
     labels = torch.arange(batch) % 2  # balanced binary labels (e.g. the sign of the first token), half of each
     w = [torch.randn(d, d, dtype=torch.float64, generator=g) for _ in range(3)]
-    pos, theta = torch.arange(t, dtype=torch.float64), rope_frequencies(d)
+    pos = torch.arange(t, dtype=torch.float64)
+    theta = rope_frequencies(d) if theta is None else theta
     q, k = rope_interleaved(x @ w[0], pos, theta), rope_interleaved(x @ w[1], pos, theta)
     h = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d), -1) @ (x @ w[2])
     logits = h[:, -1] @ torch.zeros(d, 2, dtype=torch.float64)  # zero read-out: both classes score 0
@@ -94,3 +99,29 @@ def test_a_rope_model_whose_accuracy_stays_at_one_half_breaks_the_bound():
     record("(C, gamma, T) where accuracy < 1 - C (T_train/T)^gamma", broken)
     claim_assert(not broken, "a RoPE Transformer's accuracy stays below 1 - C (T_train/T)^gamma for every C, gamma tried",
                  counterexamples=broken)
+
+
+def _frequencies(schedule: str, s: float, t_train: int, d: int = 4):
+    from impl.rope import rope_frequencies
+    from impl.rope_scaling import ntk_aware, yarn
+    return {"original": lambda: rope_frequencies(d), "ntk-aware": lambda: ntk_aware(d, 10000.0, s),
+            "yarn": lambda: yarn(d, 10000.0, s, t_train)}[schedule]()
+
+
+@pytest.mark.claim("long-context.rope-corollary-justifies-ntk-yarn")
+@pytest.mark.parametrize("accuracy", [pytest.param(_zero_readout_rope_accuracy, id="zero-read-out"), pytest.param(
+    lambda t, theta: 1.0, id="oracle", marks=control(
+        "an oracle read-out with accuracy 1 at every length, the only kind of model the bound would cover: the check "
+        "must reject it", models=["long-context.rope-corollary-justifies-ntk-yarn"]))])
+@given(schedule=st.sampled_from(["original", "ntk-aware", "yarn"]), s=st.sampled_from([2.0, 4.0, 8.0]),
+       c=st.floats(0.05, 2.0), gamma=st.floats(0.5, 3.0))
+@settings(max_examples=20)  # one forward pass of up to 16 x 513 tokens per example
+def test_corollary_1_fails_with_original_ntk_aware_and_yarn_frequencies_alike(accuracy, schedule, s, c, gamma):
+    t_train = 8
+    # the first length past T_train where C (T_train / T)^gamma < 1/4, i.e. the bound exceeds 3/4; T <= 513 here
+    t = max(t_train + 1, math.ceil(t_train * (4 * c) ** (1 / gamma)) + 1)
+    bound = 1 - c * (t_train / t) ** gamma
+    acc = accuracy(t, theta=_frequencies(schedule, s, t_train))
+    # exact: the zero read-out predicts one class on balanced labels, accuracy 1/2; the bound is > 3/4 at this T
+    claim_assert(acc < bound, "a RoPE model with these frequencies meets 1 - C (T_train / T)^gamma", schedule=schedule,
+                 s=s, C=c, gamma=gamma, T=t, accuracy=acc, bound=bound)

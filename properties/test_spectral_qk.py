@@ -35,6 +35,36 @@ def _kappa(w: torch.Tensor) -> complex:
     return complex(spectral_concentration(w).item())
 
 
+def _unit(d: int, seed: int) -> torch.Tensor:
+    u = gaussian((d,), seed)
+    return u / u.norm()
+
+
+def _localising_scale(x: torch.Tensor, eps: float) -> tuple[float, float]:
+    """(s, g): with W_QK = s I every row of A keeps at most eps / (1 + eps) off its diagonal.
+
+    The off-diagonal mass of row i is sum_{j != i} e^(z_ij - z_ii) / (1 + that sum), and z_ii - z_ij = s (|x_i|^2 -
+    x_i.x_j) / sqrt(d) >= s g / sqrt(d) with g = min_{i != j} (|x_i|^2 - x_i.x_j): s = sqrt(d) ln((n - 1) / eps) / g
+    (meaningful only for g > 0, n >= 2).
+    """
+    n, d = x.shape
+    gram = x @ x.T
+    gap = (gram.diagonal()[:, None] - gram).masked_fill(torch.eye(n, dtype=torch.bool), math.inf).min().item()
+    return math.sqrt(d) * math.log((n - 1) / eps) / gap, gap
+
+
+def _uniformising_scale(x: torch.Tensor, w: torch.Tensor, zeta: float) -> float:
+    """s with every logit of softmax(s X W X^T / sqrt(d)) in [-zeta, zeta]: then every weight lies in
+    [e^(-2 zeta) / n, e^(2 zeta) / n], so every row entropy (>= -ln max_j p_j) is at least ln n - 2 zeta."""
+    return zeta * math.sqrt(x.shape[1]) / (x @ w @ x.T).abs().max().item()
+
+
+def _distance_from_identity(a: torch.Tensor) -> float:
+    """An upper bound on ||A - I||_2: sqrt(||A - I||_1 ||A - I||_inf)."""
+    e = (a - torch.eye(a.shape[0], dtype=a.dtype)).abs()
+    return math.sqrt(e.sum(0).max().item() * e.sum(1).max().item())
+
+
 @st.composite
 def qk_projections(draw, max_d: int = 6):
     """(W_Q, W_K), each (d, d_k) with 1 <= d_k <= d, entries in [-3, 3]."""
@@ -139,6 +169,48 @@ def test_kappa_one_means_localised_attention():
                  kappa=_kappa(w).real, mean_row_entropy=entropy, ln_n=math.log(8))
 
 
+@pytest.mark.claim("spectral.high-dim-kappa-1-entropy-0")
+@pytest.mark.parametrize("boost", [pytest.param(1.0, id="logits-within-zeta"), pytest.param(1e4, id="logits-times-1e4", marks=control(
+    "the same rank-one W_QK (kappa = 1) at 10^4 times the scale, where its rows do sharpen: the entropy bound "
+    "ln n - 2 zeta must reject it", models=["spectral.high-dim-kappa-1-entropy-0"]))])
+@given(seed=seeds(), n=st.integers(2, 8), d=st.integers(1, 64), zeta=st.floats(1e-6, 1e-3))
+def test_rank_one_w_qk_has_kappa_one_and_entropy_within_two_zeta_of_log_n(boost, seed, n, d, zeta):
+    x, u = gaussian((n, d), seed), _unit(d, seed + 1)
+    w = torch.outer(u, u)  # rank one, PSD: kappa = 1, where the bound C (1 - kappa) + ln n of line 958 is ln n
+    w = boost * _uniformising_scale(x, w, zeta) * w
+    kappa, entropy = _kappa(w), row_entropy(_attention(x, w))
+    # eig of s u u^T errs by ~ d eps s (kappa by ~ d eps): 1e-9 is a margin; the entropy rounds at (n + 4) u (ln n + 1)
+    # and the logits (size zeta) at ~ u zeta, so 1e-12 covers both
+    claim_assert(abs(kappa - 1) <= 1e-9 and entropy.min() >= math.log(n) - 2 * zeta - 1e-12, "a rank-one W_QK with "
+                 "logits in [-zeta, zeta] has a row of entropy below ln n - 2 zeta", kappa=[kappa.real, kappa.imag],
+                 min_row_entropy=entropy.min(), ln_n=math.log(n), zeta=zeta)
+
+
+@pytest.mark.claim("spectral.qk-localize-precise-correspondence")
+@pytest.mark.parametrize("sharp", [pytest.param(True, id="two-scales"), pytest.param(False, id="one-scale", marks=control(
+    "both W_QK = s I at the small scale: attention a function of kappa alone, what an exact correspondence would "
+    "need; the one-hot check must reject it", models=["spectral.qk-localize-precise-correspondence"]))])
+@given(seed=seeds(), n=st.integers(2, 8), d=st.integers(32, 256))
+def test_the_same_kappa_gives_uniform_or_one_hot_attention_depending_on_the_scale(sharp, seed, n, d):
+    x, eye, rank_one = gaussian((n, d), seed), torch.eye(d, dtype=torch.float64), _rank_one(d, 1.0)
+    s_loc, gap = _localising_scale(x, 0.01)
+    assume(gap > 0)  # a diagonal margin, so that a scale that localises exists
+    s_uni = _uniformising_scale(x, eye, 1e-3)
+    flat, one_hot = _attention(x, s_uni * eye), _attention(x, (s_loc if sharp else s_uni) * eye)
+    concentrated = _attention(x, _uniformising_scale(x, rank_one, 1e-3) * rank_one)
+    kappas = [_kappa(s_uni * eye), _kappa(s_loc * eye), _kappa(rank_one)]
+    # rows with logits in [-1e-3, 1e-3] have entropy >= ln n - 2e-3 (rounding < 1e-12); a row with off-diagonal mass
+    # <= 0.01 / 1.01 has diagonal weight >= 1 / 1.01 > 0.99; kappa(s I) = 1/d and kappa(e_1 e_1^T) = 1 up to ~ d eps
+    floor = math.log(n) - 2e-3 - 1e-12
+    claim_assert(row_entropy(flat).min() >= floor and row_entropy(concentrated).min() >= floor
+                 and one_hot.diagonal().min() >= 0.99, "kappa = 1/d did not give both near-uniform and one-hot "
+                 "attention, or kappa = 1 did not give near-uniform attention", kappa=[k.real for k in kappas],
+                 entropy_flat=row_entropy(flat).min(), entropy_concentrated=row_entropy(concentrated).min(),
+                 min_diagonal_weight=one_hot.diagonal().min())
+    claim_assert(max(abs(kappas[0] - 1 / d), abs(kappas[1] - 1 / d), abs(kappas[2] - 1)) <= 1e-12,
+                 "kappa(s I) != 1/d or kappa(e_1 e_1^T) != 1", kappa=[k.real for k in kappas])
+
+
 @pytest.mark.claim("spectral.flat-spectrum-equals-high-entropy", "spectral.qk-localize-iff-spectrum-concentrated",
                    "spectral.maximize-effective-rank-avoids-early-localization")
 @refutes(reason="W_QK = 10 I (perfectly flat spectrum, kappa = 1/d) on n = 8 tokens with d = 64: diagonal logits "
@@ -185,6 +257,27 @@ def test_localised_attention_forces_kappa_near_one():
                  "K = d - 1", needed_K=needed)
 
 
+@pytest.mark.claim("spectral.qk-localize-theorem1-necessary")
+@pytest.mark.parametrize("shrink", [pytest.param(1.0, id="localising-scale"), pytest.param(1e-3, id="scale-over-1000", marks=control(
+    "W_QK = (s / 1000) I: kappa is still 1/d but the scale no longer localises; the localisation check must reject it",
+    models=["spectral.qk-localize-theorem1-necessary"]))])
+@given(seed=seeds(), n=st.integers(2, 8), d=st.integers(32, 512))
+def test_softmax_rows_have_full_support_and_s_identity_localises_them_at_kappa_one_over_d(shrink, seed, n, d):
+    x = gaussian((n, d), seed)
+    s, gap = _localising_scale(x, 0.01)
+    # a clear diagonal margin (missed by ~10% of draws at d = 32): it keeps every row's logit spread below ~200, far
+    # from exp's underflow at ~745, so a zero weight could only be a wrong softmax
+    assume(gap > 0.1 * d)
+    w = shrink * s * torch.eye(d, dtype=torch.float64)
+    a, kappa = _attention(x, w), _kappa(w)
+    # off-diagonal mass <= 0.01 / 1.01, so every diagonal weight is >= 1 / 1.01 > 0.99 (a margin of 1e-4 over rounding);
+    # kappa(s I) = s / (d s) up to eig's ~ d eps on a multiple of I
+    claim_assert(bool((a > 0).all()) and a.diagonal().min() >= 0.99 and abs(kappa - 1 / d) <= 1e-12,
+                 "a row has a zero weight, or W_QK = s I does not put 99% of every row on one token at kappa = 1/d",
+                 min_weight=a.min(), min_diagonal_weight=a.diagonal().min(), kappa=kappa.real, d=d,
+                 needed_K_for_C_1=(1 - kappa.real) * d)
+
+
 @pytest.mark.claim("spectral.qk-localize-theorem2-effective-rank-bound")
 @refutes(reason="W_QK = e_1 e_1^T (kappa = 1, so kappa >= 1 - eps for every eps) with eps = exp(-2 d): the bound "
                 "d / log(1/eps) = 1/2 is below 1, the least effective rank of any nonzero matrix; n = 8, d = 16")
@@ -195,6 +288,23 @@ def test_kappa_near_one_bounds_the_effective_rank_by_d_over_log_inverse_eps():
     erank = effective_rank(a).item()
     # exact comparison: the bound 1/2 lies below 1, the least effective rank of a nonzero matrix (2.2 here)
     claim_assert(erank <= bound, "rank_eff(A) exceeds d / log(1/eps)", effective_rank=erank, bound=bound)
+
+
+@pytest.mark.claim("spectral.qk-localize-theorem2-effective-rank-bound")
+@pytest.mark.parametrize("rank_measure", [pytest.param(effective_rank, id="rank-eff"), pytest.param(
+    lambda a: effective_rank(a).log(), id="log-rank-eff", marks=control(
+        "log rank_eff(A), the singular-value entropy, which falls towards 0 as A nears rank one (a quantity a bound "
+        "d / log(1/eps) -> 0 could control): the lower bound 1 must reject it",
+        models=["spectral.qk-localize-theorem2-effective-rank-bound"]))])
+@given(seed=seeds(), n=st.integers(1, 8), d=st.integers(1, 64), log_scale=st.floats(-3.0, 3.0))
+def test_effective_rank_of_attention_lies_between_one_and_n_at_kappa_one(rank_measure, seed, n, d, log_scale):
+    w = 10.0**log_scale * torch.outer(_unit(d, seed), _unit(d, seed))  # rank one, PSD: kappa = 1 >= 1 - eps for all eps
+    a = _attention(gaussian((n, d), seed + 1), w)
+    erank, kappa = rank_measure(a).item(), _kappa(w)
+    # p = s / sum s has entropy in [0, ln rank A] (A != 0), so rank_eff in [1, n]; the n-term entropy and its exp round
+    # at ~ n u: 1e-12 is a margin. kappa of s u u^T: eig errs by ~ d eps s, 1e-9 is a margin
+    claim_assert(1 - 1e-12 <= erank <= n + 1e-12 and abs(kappa - 1) <= 1e-9, "rank_eff(A) is outside [1, n] at "
+                 "kappa = 1", effective_rank=erank, n=n, kappa=[kappa.real, kappa.imag], scale=10.0**log_scale)
 
 
 @pytest.mark.claim("spectral.kappa-changes-during-long-context-inference")
@@ -289,6 +399,38 @@ def test_lazy_regime_ends_with_kappa_near_one():
                  draws_within_0_1_of_one=near_one, draws=32)
 
 
+@pytest.mark.claim("optimization.lazy-regime-kappa-to-1")
+@pytest.mark.parametrize("lazy", [pytest.param(True, id="weights-move-by-delta"), pytest.param(False, id="weights-move-by-their-size", marks=control(
+    "a rich-regime step, the weights moving by their own size, judged by the lazy bound O(delta): the check must "
+    "reject it", models=["optimization.lazy-regime-kappa-to-1"]))])
+@given(wqk=qk_projections(max_d=8), seed=seeds(), delta=st.floats(1e-9, 1e-6))
+def test_kappa_stays_within_o_delta_of_its_initial_value_when_the_weights_move_by_delta(lazy, wqk, seed, delta):
+    w_q, w_k = wqk
+    w0, d = w_q @ w_k.T, w_q.shape[0]
+    ev, vec = eig(w0, vectors=True)
+    top = int(ev.real.argmax())
+    rest, norm, trace = ev.real[torch.arange(d) != top], spectral_norm(w0).item(), w0.trace().item()
+    gap = (ev[top].real - rest.max()).item() if d > 1 else norm
+    # kappa = lambda_1 / tr W is smooth at W(0) when lambda_1 is real, simple and clear of the other real parts, and
+    # tr W is away from 0
+    assume(abs(ev[top].imag) <= 1e-9 * norm and gap >= 1e-2 * norm and abs(trace) >= 1e-2 * norm)
+    ev_t, vec_t = eig(w0.T, vectors=True)
+    x_r, y_l = vec[:, top], vec_t[:, int((ev_t - ev[top]).abs().argmin())]  # right and left eigenvectors of lambda_1
+    cond = (x_r.norm() * y_l.norm() / (y_l @ x_r).abs()).item()  # the eigenvalue condition number 1 / |y^T x|
+    move = delta * (2 + delta) * (spectral_norm(w_q) * spectral_norm(w_k)).item()  # >= ||W(t) - W(0)||_2
+    assume(cond * move <= 1e-3 * gap and d * move <= 0.5 * abs(trace))  # first order, |tr W(t)| >= |tr W(0)| / 2
+    step = delta if lazy else 1.0
+    e_q, e_k = gaussian(tuple(w_q.shape), seed), gaussian(tuple(w_k.shape), seed + 1)
+    w_t = ((w_q + step * spectral_norm(w_q) * e_q / spectral_norm(e_q))
+           @ (w_k + step * spectral_norm(w_k) * e_k / spectral_norm(e_k)).T)
+    k0, kt = _kappa(w0), _kappa(w_t)
+    # d lambda_1 = y^H dW x (|.| <= cond ||dW||, doubled for the second order, cond ||dW|| <= 1e-3 gap), |d tr| <= d ||dW||
+    # and |tr W(t)| >= |tr W(0)| / 2; each eig errs by ~ cond 16 d eps ||W||_2, twice
+    bound = 2 * (2 * cond * move + abs(k0) * d * move) / abs(trace) + 4 * cond * 16 * d * 2.0**-52 * norm / abs(trace)
+    claim_assert(abs(kt - k0) <= bound, "kappa moved by more than O(delta) while the weights moved by delta",
+                 kappa_0=[k0.real, k0.imag], kappa_t=[kt.real, kt.imag], bound=bound, delta=delta, cond=cond)
+
+
 @pytest.mark.claim("spectral.high-dim-rank-eff-limit-product")
 @refutes(reason="W_QK = I_d, Sigma_x = I_d with n = 4 tokens, d = 64: rank(W_QK) rank(Sigma_x) = 4096 while A is "
                 "4 x 4")
@@ -299,6 +441,28 @@ def test_effective_rank_of_attention_tends_to_rank_w_times_rank_sigma():
     # within 1 of d^2 = 4096 is generous; rank_eff(A) <= n = 4
     claim_assert(abs(erank - d * d) <= 1, "rank_eff(A) <= n = 4 cannot approach rank(W) rank(Sigma) = d^2",
                  effective_rank=erank, claimed=d * d)
+
+
+# W_QK = I (or diag(2, 1, ..., 1)) at large d: z_ii - z_ij >= (|x_i|^2 - x_i.x_j) / sqrt(d), whose numerator has mean d
+# and sd ~ sqrt(3 d); it falls below d / 8 only in a (7/8) sqrt(d / 3)-sigma event (8 sigma at d = 256), so every row
+# keeps at most (n - 1) exp(-sqrt(d) / 8) off its diagonal except with negligible probability
+HIGH_DIMS = st.sampled_from([256, 512, 1024, 2048])
+
+
+@pytest.mark.claim("spectral.high-dim-rank-eff-limit-product")
+@pytest.mark.parametrize("rank_of", [pytest.param(lambda a, d: effective_rank(a).item(), id="rank-eff-A"), pytest.param(
+    lambda a, d: float(d * d), id="rank-w-times-rank-sigma", marks=control(
+        "the claimed limit rank(W_QK) rank(Sigma_x) = d^2 (W_QK = Sigma_x = I_d) in place of rank_eff(A): it "
+        "exceeds n", models=["spectral.high-dim-rank-eff-limit-product"]))])
+@given(seed=seeds(), n=st.integers(2, 8), d=HIGH_DIMS)
+def test_identity_w_qk_attention_tends_to_i_n_with_effective_rank_at_most_n(rank_of, seed, n, d):
+    a = _attention(gaussian((n, d), seed), torch.eye(d, dtype=torch.float64))
+    off, delta, erank = (1 - a.diagonal()).max().item(), _distance_from_identity(a), rank_of(a, d)
+    # the singular values of A lie within 1 +- delta (Weyl), so rank_eff(A) >= exp(-ln max p) >= n (1 - delta) /
+    # (1 + delta); rank_eff <= rank A <= n; its n-term entropy rounds at ~ n u: 1e-12 is a margin
+    claim_assert(off <= (n - 1) * math.exp(-math.sqrt(d) / 8) and n * (1 - delta) / (1 + delta) - 1e-12 <= erank
+                 <= n + 1e-12, "A is not within (n - 1) exp(-sqrt(d) / 8) of I_n, or rank_eff(A) is not within "
+                 "[n (1 - delta) / (1 + delta), n]", n=n, d=d, off_diagonal_mass=off, effective_rank=erank)
 
 
 @pytest.mark.claim("spectral.high-dim-rank1-limit")
@@ -315,6 +479,30 @@ def test_attention_approaches_a_rank_one_matrix_in_high_dimension():
     # "approaches rank one" read as within 0.1 at d = 2048; the distance stays sqrt(7) = 2.65
     claim_assert(distances[2048] <= 0.1, "A tends to I_8, at distance ~ sqrt(7) from every rank-one matrix",
                  distance_by_d=distances)
+
+
+def _diag_2_1_1(d: int) -> torch.Tensor:
+    w = torch.eye(d, dtype=torch.float64)
+    w[0, 0] = 2.0
+    return w
+
+
+@pytest.mark.claim("spectral.high-dim-rank1-limit")
+@pytest.mark.parametrize("w_qk", [pytest.param(_diag_2_1_1, id="diag-2-1-1"), pytest.param(
+    lambda d: torch.zeros(d, d, dtype=torch.float64), id="zero", marks=control(
+        "W_QK = 0: uniform attention 1 1^T / n, exactly rank one, where the claim would hold; the check must reject it",
+        models=["spectral.high-dim-rank1-limit"]))])
+@given(seed=seeds(), n=st.integers(2, 8), d=HIGH_DIMS)
+def test_attention_of_a_unique_top_eigenvalue_tends_to_i_n_at_distance_sqrt_n_minus_1_from_rank_one(w_qk, seed, n, d):
+    a = _attention(gaussian((n, d), seed), w_qk(d))
+    s = singular_values(a)
+    distance = (s[1:] ** 2).sum().sqrt().item()  # to the nearest rank-one matrix (Eckart-Young)
+    off, delta = (1 - a.diagonal()).max().item(), _distance_from_identity(a)
+    # s_i within 1 +- delta (Weyl): the distance within sqrt(n - 1) (1 +- delta); svdvals rounds at ~ n eps: 1e-12
+    claim_assert(off <= (n - 1) * math.exp(-math.sqrt(d) / 8) and abs(distance - math.sqrt(n - 1))
+                 <= math.sqrt(n - 1) * delta + 1e-12, "A is not within (n - 1) exp(-sqrt(d) / 8) of I_n, or not at "
+                 "distance ~ sqrt(n - 1) from every rank-one matrix", n=n, d=d, off_diagonal_mass=off,
+                 distance=distance, sqrt_n_minus_1=math.sqrt(n - 1))
 
 
 @pytest.mark.claim("spectral.high-dim-token-orthogonality", "spectral.high-dim-setup-wq-wk-wv-dxd")
@@ -346,6 +534,25 @@ def test_asymptotic_orthogonality_makes_attention_diagonal():
     # "near-diagonal" read as mean diagonal weight > 0.9; it is 0.09, below uniform 1/8
     claim_assert(a.diagonal().mean() > 0.9, "attention is not near-diagonal", mean_diagonal_weight=a.diagonal().mean(),
                  uniform=1 / 8)
+
+
+@pytest.mark.claim("spectral.high-dim-orthogonality-implies-diagonal-attention")
+@pytest.mark.parametrize("trace_over_sqrt_d", [pytest.param(lambda tau, d: tau, id="bounded"), pytest.param(
+    lambda tau, d: math.sqrt(d), id="sqrt-d", marks=control(
+        "W_QK = I + K, so tr(W_QK) / sqrt(d) = sqrt(d) -> +inf: the case where A does become diagonal; the check must "
+        "reject it", models=["spectral.high-dim-orthogonality-implies-diagonal-attention"]))])
+@given(seed=seeds(), n=st.integers(6, 8), d=st.sampled_from([64, 256, 1024]), tau=st.floats(-2.0, 2.0),
+       f=st.floats(0.5, 2.0))
+def test_attention_stays_off_diagonal_while_tr_w_qk_over_sqrt_d_stays_bounded(trace_over_sqrt_d, seed, n, d, tau, f):
+    g = gaussian((d, d), seed)
+    k = f * math.sqrt(d) * (g - g.T) / (g - g.T).norm()  # antisymmetric, ||K||_F = f sqrt(d): x^T K x = 0
+    w = trace_over_sqrt_d(tau, d) / math.sqrt(d) * torch.eye(d, dtype=torch.float64) + k
+    a = _attention(gaussian((n, d), seed + 1), w)
+    # the diagonal logit is (tr W / sqrt(d)) |x_i|^2 / d ~ tau <= 2, the n - 1 >= 5 off-diagonal ones are O(1) with sd
+    # ~ f: a row gives its own token about e^2 / (e^2 + 5) ~ 0.6; 20000 seeded worst-case draws (tau = 2, f = 1/2,
+    # n = 6, d = 64) peaked at a mean of 0.71, so 0.9 is far in the tail
+    claim_assert(a.diagonal().mean() <= 0.9, "attention became near-diagonal with tr(W_QK) / sqrt(d) bounded",
+                 trace_over_sqrt_d=(w.trace() / math.sqrt(d)).item(), mean_diagonal_weight=a.diagonal().mean(), d=d)
 
 
 @pytest.mark.claim("spectral.high-dim-attention-entry-formula", "spectral.high-dim-attention-matrix-definition",
@@ -491,6 +698,29 @@ def test_maximal_effective_rank_of_attention_means_dispersed_attention():
     claim_assert(h_loc > 0.5 * math.log(n), "the attention of maximal effective rank (I_n) is one-hot: maximising "
                  "rank_eff(A) drives attention towards hard selection, not away from it", effective_rank=e_loc,
                  mean_row_entropy=h_loc, ln_n=math.log(n))
+
+
+@pytest.mark.claim("spectral.maximize-effective-rank-avoids-early-localization")
+@pytest.mark.parametrize("spread", [pytest.param(effective_rank, id="rank-eff"), pytest.param(
+    lambda a: row_entropy(a).mean().exp(), id="exp-row-entropy", marks=control(
+        "exp(mean row entropy), a measure of dispersal, in place of rank_eff(A): ~1 on the one-hot A and ~n on the "
+        "uniform one, so the check must reject it", models=["spectral.maximize-effective-rank-avoids-early-localization"]))])
+@given(seed=seeds(), n=st.integers(2, 8), d=st.integers(32, 256))
+def test_effective_rank_of_attention_rises_to_n_as_it_becomes_one_hot(spread, seed, n, d):
+    x, eye = gaussian((n, d), seed), torch.eye(d, dtype=torch.float64)
+    s_loc, gap = _localising_scale(x, 1e-3)
+    assume(gap > 0)  # a diagonal margin, so that a scale that localises exists
+    sharp, flat = _attention(x, s_loc * eye), _attention(x, _uniformising_scale(x, eye, 1e-6) * eye)
+    # sharp: rows keep < 1e-3 off the diagonal, ||A - I||_2 <= sqrt(2n) 1e-3 < 0.004, singular values in 1 +- 0.004
+    # (Weyl), rank_eff >= n 0.996 / 1.004 > n - 0.1, entropy <= H_b(1e-3) + 1e-3 ln 7 < 0.01. flat: weights in
+    # e^(+-2e-6) / n, entropy >= ln n - 2e-6; s_1 >= 1 (A 1 = 1) and ||A||_F^2 <= e^(4e-6) leave sum_{i>=2} s_i <=
+    # sqrt(7 (e^(4e-6) - 1)) < 0.0053, so rank_eff <= exp(H_b(0.0053) + 0.0053 ln 7) < 1.05. Rounding: < 1e-12
+    claim_assert(spread(sharp) >= n - 0.1 and spread(flat) <= 1.1 and row_entropy(sharp).max() <= 0.01
+                 and row_entropy(flat).min() >= math.log(n) - 2e-6 - 1e-12, "the one-hot A does not have near-maximal "
+                 "effective rank, or the near-uniform A not effective rank ~1", n=n, spread_sharp=spread(sharp),
+                 spread_flat=spread(flat), entropy_sharp=row_entropy(sharp).max(), entropy_flat=row_entropy(flat).min())
+    # read as the effective rank of W_QK: s I has the flattest spectrum, rank_eff = d exactly up to ~ d eps
+    claim_assert(abs(effective_rank(s_loc * eye).item() - d) <= 1e-9 * d, "rank_eff(s I) != d", d=d)
 
 
 @pytest.mark.claim("spectral.high-dim-score-dominates")
