@@ -30,6 +30,7 @@ _BRACKETED = re.compile(r"^(?P<family>[A-Za-z_][\w.-]*)\[(?P<key>.*)\]$")
 MAX_SERIES_PER_PLOT = 8
 MAX_RATIO_ROWS = 12  # rows of an error-ratio plot; beyond, the worst 11 and one pooled row
 QUANTILES = 21  # points drawn for a long row of error ratios (its 0%, 5%, ..., 100% quantiles)
+MIN_RATIO_VALUES = 10  # fewer error ratios in a question are read off its figures table: a plot adds nothing
 RATIO_LABEL = "error ratio (backend / reference error, dimensionless)"
 UNITS = (  # (word in the quantity, unit): the first match labels the axis
     ("flop", "FLOPs"), ("bytes", "bytes"), ("memory", "bytes"), ("time", "s"), ("seconds", "s"),
@@ -73,7 +74,7 @@ def figure_plots(figures: list[dict], salt: str, claimed_exponent: float | None 
         elif family == "fit" and isinstance(value, dict):
             fits[key] = value
     plots = []
-    if ratios:
+    if sum(len(v) for _, v in ratios) >= MIN_RATIO_VALUES:
         shown, note = summarise_ratios(ratios)
         plots.append(Plot("error ratios (backend error / same-precision reference error)" + note,
                           _error_ratio_svg(shown, f"{salt}-ratios")))

@@ -79,7 +79,7 @@ def ntk_alignment(seed: int, scale: Scale, unrelated_labels: bool = False) -> di
             "log10_top5_label_share_over_permuted": math.log10(share / baseline),
             "eigenvalues_below_1pct_of_max": float((lam < 0.01 * lam[0]).double().mean()),
             "trace_share_top5": float(lam[:TOP].sum() / lam.sum()),
-            "curve:NTK eigenvalue / largest vs rank, the top 24": (lam[:24] / lam[0]).tolist()}
+            "eigenvalue_2_over_1": float(lam[1] / lam[0]), "eigenvalue_6_over_1": float(lam[TOP] / lam[0])}
 
 
 class TaskAlignedTop(Experiment):

@@ -137,7 +137,6 @@ class KappaPlateau(Experiment):
                "kappa_real_last_qk_norm": normed["kappa_real"][-1], "kappa_real_last_d_head_64": wide["kappa_real"][-1]}
         for arm, t in (("", plain), (", QK-norm", normed), (", d_head = 64", wide)):
             out[f"curve:Re kappa(W_QK) vs step{arm}"] = {"x": t["steps"], "y": t["kappa_real"]}
-        out["curve:attention-row entropy vs step"] = {"x": plain["steps"], "y": plain["entropy"]}
         return out
 
 

@@ -83,7 +83,7 @@ def test_show_prints_everything_about_a_claim(tiny_project, capsys):
 
 def test_show_gives_figures_benchmarks_and_what_did_not_run(tiny_project, capsys):
     _, out, _ = run(tiny_project, "show", "flash-attention.exact", capsys=capsys)
-    assert "figure error_ratio[backend=tiled,dtype=float32,mask=none,out] = [0.5, 0.8, 1.1, 0.9]" in out
+    assert "figure error_ratio[backend=tiled,dtype=float32,mask=none,out] = [0.5, 0.8, 1.1, 0.9, 0.7, 0.6, 1.0, 0.95, 0.85, 0.75]" in out
     assert "benchmark benchmarks/bench_attention.py::Attention.time_forward on cpu-box" in out
     assert "n=128, backend='tiled': 90 µs" in out
     _, out, _ = run(tiny_project, "show", "spectral.gap-bound", capsys=capsys)

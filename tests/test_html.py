@@ -266,3 +266,13 @@ def test_a_run_with_error_or_mismatch_claims_opens_with_a_red_banner_linking_the
     assert 'data-value="mismatch">1 mismatch</a>' in banner
     for cid in ("flash-attention.exact", "softmax.row-stochastic", "complexity.quadratic-time"):
         assert f'<a href="#claim-{cid}">' in banner
+
+
+def test_a_few_error_ratios_are_read_off_the_figures_table_and_not_plotted():
+    from claimcheck.plots import MIN_RATIO_VALUES, figure_plots
+
+    few = [{"name": f"error_ratio[backend=tiled,dtype=float32,mask=none,{part}]", "value": 0.5}
+           for part in ("out", "dq", "dk", "dv")]
+    many = [{"name": "error_ratio[backend=tiled,dtype=float32,mask=none,out]", "value": [0.5] * MIN_RATIO_VALUES}]
+    assert figure_plots(few, "few") == []
+    assert [p.title.startswith("error ratios") for p in figure_plots(many, "many")] == [True]
