@@ -48,6 +48,7 @@ BASE_MASKS = frozenset({"causal-top-left", "causal-bottom-right", "key-padding",
 KERNEL_FEATURES = frozenset({"window", "alibi", "softcap", "sink"})
 ALL_MASKS = BASE_MASKS | KERNEL_FEATURES
 _BIAS_FEATURES = BASE_MASKS | {"window", "alibi"}  # what an SDPA attn_mask tensor can carry
+_FLEX_FEATURES = ALL_MASKS - {"sink"}  # a mask_mod and a score_mod carry the rest
 F32_16 = frozenset({torch.float32, torch.float16, torch.bfloat16})
 ALL_DTYPES = F32_16 | {torch.float64}
 
@@ -184,34 +185,48 @@ def compiled_flex_attention() -> Callable:
 
 
 def _flex(q, k, v, scale=None, mask=None):
-    """FlexAttention: causal and key padding as one ``mask_mod`` (block mask), a bias as a ``score_mod``.
+    """FlexAttention: causal, key padding and a sliding window as one ``mask_mod`` (block mask); an additive bias,
+    ALiBi and a softcap as one ``score_mod``.
 
-    The mask_mod reads its parameters from tensors, so every combination of causal alignment and
-    key padding is the same compiled graph.
+    Both read their parameters from tensors (an absent feature is a neutral value: no causal flag, all keys kept, an
+    unbounded window, a zero bias or slope, no cap), so every mask is the same compiled graph, and every problem with a
+    bias, ALiBi or a softcap the same other one. Sinks have no FlexAttention spelling here: refused.
     """
     from torch.nn.attention.flex_attention import create_block_mask
 
     group = check_attention_inputs(q, k, v, mask)
     mask = mask or Mask()
-    if mask.features & KERNEL_FEATURES:
-        raise ValueError(f"the flex adapter takes masks and an additive bias, not {sorted(mask.features & KERNEL_FEATURES)}")
-    b, _, n_q, _ = q.shape
+    if "sink" in mask.features:
+        raise ValueError("the flex adapter takes no attention sinks")
+    b, h_q, n_q, _ = q.shape
     n_k = k.shape[-2]
     dev = q.device
     causal = torch.tensor(mask.causal is not None, device=dev)
     offset = torch.tensor(n_k - n_q if mask.causal == "bottom-right" else 0, device=dev)
     keep = mask.key_padding if mask.key_padding is not None else torch.ones(b, n_k, dtype=torch.bool, device=dev)
+    left, right = mask.window if mask.window is not None else (None, None)
+    unbounded = n_q + n_k  # farther than any key: no bound on that side
+    diagonal = torch.tensor(n_k - n_q, device=dev)  # the window's and ALiBi's bottom-right diagonal
+    left_t = torch.tensor(unbounded if left is None else left, device=dev)
+    right_t = torch.tensor(unbounded if right is None else right, device=dev)
 
     def mask_mod(bi, hi, qi, ki):
-        return keep[bi, ki] & (~causal | (ki <= qi + offset))
+        centre = qi + diagonal
+        return (keep[bi, ki] & (~causal | (ki <= qi + offset)) & (ki >= centre - left_t) & (ki <= centre + right_t))
 
     block_mask = create_block_mask(mask_mod, b, None, n_q, n_k, device=dev.type)
     score_mod = None
-    if mask.bias is not None:
-        bias = mask.bias.to(q.dtype).expand(q.shape[:-1] + (n_k,))
+    if mask.features & {"additive", "alibi", "softcap"}:
+        full = q.shape[:-1] + (n_k,)  # a zero bias is materialised: inductor's CPU lowering rejects an expanded 0-d one
+        bias = (mask.bias.to(q.dtype).expand(full) if mask.bias is not None
+                else torch.zeros(full, dtype=q.dtype, device=dev))
+        slopes = mask.alibi.to(dev, q.dtype) if mask.alibi is not None else torch.zeros(h_q, dtype=q.dtype, device=dev)
+        capped = torch.tensor(mask.softcap is not None, device=dev)
+        cap = torch.tensor(mask.softcap or 1.0, dtype=q.dtype, device=dev)
 
         def score_mod(score, bi, hi, qi, ki):
-            return score + bias[bi, hi, qi, ki]
+            score = torch.where(capped, cap * torch.tanh(score / cap), score)
+            return score + bias[bi, hi, qi, ki] - slopes[hi] * (qi + diagonal - ki).abs()
 
     return compiled_flex_attention()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
                                      enable_gqa=group > 1)
@@ -300,8 +315,8 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in [
             head_dims=(8, 128), fully_masked=None, head_dim_multiple=8, declines=_sdpa_declines("CUDNN_ATTENTION"),
             doc="SDPA, cuDNN kernel; CUDA only"),
     Backend("flex", _flex,
-            {"cpu": Support(F32_16, backward=False),  # inductor CPU: inference only
-             "cuda": Support(ALL_DTYPES)},
+            {"cpu": Support(F32_16, _FLEX_FEATURES, backward=False),  # inductor CPU: inference only
+             "cuda": Support(ALL_DTYPES, _FLEX_FEATURES)},
             deterministic=True, doc="FlexAttention (torch.compile, one compiled function per process)"),
     Backend("triton", _triton,
             {"cpu": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right"})),
