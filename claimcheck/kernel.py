@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
 from impl.attention import ALIGNMENTS, Mask, attention, default_scale, repeat_kv, scores, with_sink
-from impl.backends import ALL_MASKS, BASE_MASKS, KERNEL_FEATURES, Backend, Support, declines
+from impl.backends import ALL_MASKS, BASE_MASKS, Backend, Support, declines
 from impl.softmax import stable_softmax
 
 EPS = {torch.float64: 2.0**-52, torch.float32: 2.0**-23, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}

@@ -62,22 +62,24 @@ def key_tiles(rows: range, n_q: int, n_k: int, block_n: int, causal: str | None 
 
 
 def _masked_scores(q_i: torch.Tensor, k_j: torch.Tensor, scale: float, mask: Mask | None, n_q: int, n_k: int,
-                   rows: range, cols: range, io: IOCounter | None) -> torch.Tensor:
-    """``S_ij = Q_i K_j^T * scale + bias_ij`` in the dtype of ``q_i``: (..., block_m, block_n); with a softcap
-    ``c``, ``c tanh(Q_i K_j^T * scale / c) + bias_ij``."""
-    s = q_i @ k_j.transpose(-2, -1) * scale
+                   rows: range, cols: range, io: IOCounter | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(S_ij, T_ij)``: ``S_ij = Q_i K_j^T * scale + bias_ij`` in the dtype of ``q_i``, (..., block_m, block_n);
+    with a softcap ``c``, ``S_ij = c T_ij + bias_ij`` with ``T_ij = tanh(Q_i K_j^T * scale / c)`` (the backward's
+    chain rule needs it), else ``T_ij`` is None."""
+    s, capped = q_i @ k_j.transpose(-2, -1) * scale, None
     if mask is not None and mask.softcap is not None:
-        s = torch.tanh(s / mask.softcap).mul_(mask.softcap)
+        capped = torch.tanh(s / mask.softcap)
+        s = capped * mask.softcap
     r, c = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
     bias = mask_bias(mask, n_q, n_k, s.dtype, s.device, r, c, ndim=s.dim())
     if bias is None:
-        return s
+        return s, capped
     if io is not None:  # mask data read from slow memory (a causal mask is computed from indices)
         if mask.key_padding is not None:
             io.read(mask.key_padding[..., c])
         if mask.bias is not None:
             io.read(mask.bias[..., r, c])
-    return s + bias
+    return s + bias, capped
 
 
 def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: Mask | None,
@@ -100,7 +102,7 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: floa
             k_j, v_j = k[..., cols.start:cols.stop, :], v[..., cols.start:cols.stop, :]
             if io is not None:
                 io.read(k_j, v_j)
-            s = _masked_scores(q_i, k_j.to(acc_t), scale, mask, n_q, n_k, rows, cols, io)
+            s, _ = _masked_scores(q_i, k_j.to(acc_t), scale, mask, n_q, n_k, rows, cols, io)
             m_new = torch.maximum(m_i, s.amax(dim=-1))
             shift = torch.where(m_new == -math.inf, 0.0, m_new)  # rows masked so far: avoid -inf - -inf
             p = s.sub_(shift[..., None]).exp_()  # P_ij overwrites S_ij: one tile buffer, as in the kernels
@@ -148,14 +150,13 @@ def tiled_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch
                 continue
             r = slice(rows.start, rows.stop)
             q_i, do_i = q[..., r, :].to(acc_t), d_out[..., r, :].to(acc_t)
-            s = _masked_scores(q_i, k_j, scale, mask, n_q, n_k, rows, cols, None)
+            s, capped = _masked_scores(q_i, k_j, scale, mask, n_q, n_k, rows, cols, None)
             l_i = lse[..., r, None]
             p = torch.where(l_i == -math.inf, 0.0, torch.exp(s - l_i))  # fully masked rows: P = 0
             dv_j += p.to(low).to(acc_t).transpose(-2, -1) @ do_i
             dp = do_i @ v_j.transpose(-2, -1)
             ds = p * (dp - delta[..., r, None])
-            if mask is not None and mask.softcap is not None:  # d(c tanh(x / c)) / dx = 1 - tanh^2
-                capped = torch.tanh(q_i @ k_j.transpose(-2, -1) * scale / mask.softcap)
+            if capped is not None:  # d(c tanh(x / c)) / dx = 1 - tanh^2
                 ds = ds * (1 - capped * capped)
             ds = ds.to(low).to(acc_t)
             dq[..., r, :] += scale * (ds @ k_j)
