@@ -72,6 +72,12 @@ def mutant_code(claim_id: str, old: str, new: str, **extra: Any) -> SnippetRun:
     return edited_code(claim_id, [(old, new)], **extra)
 
 
+def readers_code(claim_id: str, mutation: tuple[str, str] | None, **helpers: Any) -> SnippetRun:
+    """The snippet of ``claim_id`` run afresh with the reader's ``helpers`` in its namespace, or, with a
+    ``mutation`` ``(old, new)``, its mutant with them."""
+    return mutant_code(claim_id, *mutation, **helpers) if mutation else fresh_code(claim_id, **helpers)
+
+
 AS_PRINTED = pytest.param(None, id="printed")
 
 
@@ -577,8 +583,7 @@ def test_measure_rank_collapse_with_a_readers_attention_helper_reports_each_leng
         return seen[-1]
 
     claim = "spectral.snippet-measure-rank-collapse"
-    run = mutant_code(claim, *mutation, get_attention_matrix=get_attention_matrix) if mutation else \
-        fresh_code(claim, get_attention_matrix=get_attention_matrix)
+    run = readers_code(claim, mutation, get_attention_matrix=get_attention_matrix)
     results = reader_call("measure_rank_collapse(model, [16, 32])",
                           lambda: run.namespace["measure_rank_collapse"](_ModelWithDModel(), [16, 32]))
     claim_assert([r["n"] for r in results] == [16, 32] and len(seen) == 2, "not one record per length",
@@ -675,8 +680,7 @@ def _uniform_quantize(x: torch.Tensor, bits: int) -> torch.Tensor:
     "s_full[:k] = s_quantized", "s_full[:k] = s_important", "the quantised values computed, then not used")])
 def test_spectral_preserving_quantize_with_a_readers_quantizer_returns_a_weight_of_quantised_spectrum(mutation):
     claim = "spectral.snippet-spectral-preserving-quantize"
-    run = mutant_code(claim, *mutation, quantize=_uniform_quantize) if mutation else \
-        fresh_code(claim, quantize=_uniform_quantize)
+    run = readers_code(claim, mutation, quantize=_uniform_quantize)
     w = gaussian((64, 64), 19)
     out = reader_call("spectral_preserving_quantize(W)", lambda: run.namespace["spectral_preserving_quantize"](w))
     s, k = torch.linalg.svdvals(w), int(0.8 * 64)
@@ -807,7 +811,7 @@ def test_training_monitor_with_a_readers_train_step_trains_on_every_batch_and_wa
     steps = []
     train_step = lambda model, batch: steps.append(batch) or 0.0  # noqa: E731  the reader's step; records its batch
     claim = "spectral.snippet-training-monitor"
-    run = mutant_code(claim, *mutation, train_step=train_step) if mutation else fresh_code(claim, train_step=train_step)
+    run = readers_code(claim, mutation, train_step=train_step)
     model = torch.nn.Sequential(_OneAttentionLayer(True), _OneAttentionLayer(True))
     batches = [{"input": torch.randn(1, 8, 8, generator=torch.Generator().manual_seed(30 + i))} for i in range(3)]
     _, printed = _quietly(lambda: reader_call("training_monitor(model, batches, log_every=2)",
@@ -838,8 +842,7 @@ def _readers_builder(config) -> torch.nn.Sequential:
     "return score / len(spectra)", "return score / (len(spectra) + 1)", "one layer too many in the denominator")])
 def test_evaluate_architecture_spectral_with_a_readers_builder_returns_the_healthy_share_of_layers(mutation):
     claim = "spectral.snippet-evaluate-architecture-spectral"
-    run = mutant_code(claim, *mutation, build_transformer=_readers_builder) if mutation else \
-        fresh_code(claim, build_transformer=_readers_builder)
+    run = readers_code(claim, mutation, build_transformer=_readers_builder)
     # 64 tokens, two layers without residuals: the first is healthy (99%-mass rank 37, gap 0.63), the second sees
     # the first's averaged tokens and collapses (rank 1), so the share 1/2 shows the count
     config, x = {"n_layers": 2}, torch.randn(1, 64, 16, generator=torch.Generator().manual_seed(38))
@@ -869,14 +872,11 @@ _CIRCUIT_HELPERS = {  # the pseudocode's helpers, exact: identity, block_diag an
 def _rope_circuit(start: str = "R = identity(d_k)") -> Callable:
     """``rope_circuit`` of the pseudocode with its helpers supplied, ``bits=O(log m)`` (notation: the precision a
     gate count is stated in) read as no argument, and R started as ``start``."""
-    printed = printed_code("rope.snippet-rope-circuit")
-    premise(printed.code.count("bits=O(log m)") == 2 and printed.code.count("R = identity(d_k)") == 1,
-            "the pseudocode's precision argument or start of R is not where the edit expects it")
-    code = printed.code.replace("bits=O(log m)", "bits=None").replace("R = identity(d_k)", start)
-    run = execute(SnippetRun(printed.source, printed.start, printed.end, code,
-                             namespace={**printed.namespace, **_CIRCUIT_HELPERS}),
-                  filename=f"sources/{printed.source}.txt")
-    premise(run.ran and "rope_circuit" in run.namespace, "the pseudocode with its helpers does not define rope_circuit",
+    run = edited_code("rope.snippet-rope-circuit", [
+        ("rational_approx_cos(angle, bits=O(log m))", "rational_approx_cos(angle, bits=None)"),
+        ("rational_approx_sin(angle, bits=O(log m))", "rational_approx_sin(angle, bits=None)"),
+        ("R = identity(d_k)", start)], **_CIRCUIT_HELPERS)
+    premise("rope_circuit" in run.namespace, "the pseudocode with its helpers does not define rope_circuit",
             snippet=run.describe())
     return run.namespace["rope_circuit"]
 

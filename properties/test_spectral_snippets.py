@@ -28,7 +28,8 @@ from impl.softmax import stable_softmax
 from impl.spectral import (eigenvalue_gap, effective_rank, mass_rank, relative_singular_value_gap,
                            eigenvalues, singular_value_gap, singular_value_ratio, singular_values, stable_rank)
 from properties.strategies.spectral import attention_matrices, fresh_code, gaussian, printed_code, real_matrices, seeds
-from properties.test_snippets_called import AS_PRINTED, _document_frame, _uniform_quantize, mutant, mutant_code
+from properties.test_snippets_called import (AS_PRINTED, _document_frame, _uniform_quantize, mutant, mutant_code,
+                                             readers_code)
 
 matplotlib.use("Agg")
 EIG_TOL = 1e-6  # eigenvalues of non-normal matrices: O(sqrt(eps)) error near defective ones
@@ -354,7 +355,7 @@ def test_training_monitor_given_a_train_step_runs_on_batches_with_an_input_key_o
     steps = []
     train_step = lambda model, batch: steps.append(batch) or 0.0  # noqa: E731  the reader's step; records its batch
     claim = "spectral.snippet-training-monitor"
-    run = mutant_code(claim, *mutation, train_step=train_step) if mutation else fresh_code(claim, train_step=train_step)
+    run = readers_code(claim, mutation, train_step=train_step)
     x = torch.randn(1, 6, 8, generator=torch.Generator().manual_seed(7))
     batches = {"{'input': x}": {"input": x}, "x": x, "{'x': x}": {"x": x}}
     raised = {}
@@ -400,8 +401,7 @@ def test_measure_rank_collapse_given_an_attention_helper_reports_the_stable_rank
         return next(supplied)
 
     claim = "spectral.snippet-measure-rank-collapse"
-    run = mutant_code(claim, *mutation, get_attention_matrix=get_attention_matrix) if mutation else \
-        fresh_code(claim, get_attention_matrix=get_attention_matrix)
+    run = readers_code(claim, mutation, get_attention_matrix=get_attention_matrix)
     lengths = [a.shape[0] for a in matrices]
     results = run.namespace["measure_rank_collapse"](SimpleNamespace(d_model=8), lengths)
     claim_assert([r["n"] for r in results] == lengths and seen == [(1, n, 8) for n in lengths],
@@ -593,7 +593,7 @@ def _quantize(w: torch.Tensor, recorder: list, mutation: tuple[str, str] | None 
         return x
 
     claim = "spectral.snippet-spectral-preserving-quantize"
-    run = mutant_code(claim, *mutation, quantize=quantize) if mutation else fresh_code(claim, quantize=quantize)
+    run = readers_code(claim, mutation, quantize=quantize)
     return run.namespace["spectral_preserving_quantize"](w)
 
 
@@ -653,8 +653,7 @@ def test_spectral_preserving_quantize_given_a_quantizer_keeps_the_quantised_top_
                                                                                                           m, n, seed):
     _assert_defined_nowhere("quantize", "spectral_preserving_quantize")
     claim = "spectral.snippet-spectral-preserving-quantize"
-    run = mutant_code(claim, *mutation, quantize=_uniform_quantize) if mutation else \
-        fresh_code(claim, quantize=_uniform_quantize)
+    run = readers_code(claim, mutation, quantize=_uniform_quantize)
     w = gaussian((m, n), seed)
     out = run.namespace["spectral_preserving_quantize"](w)
     s = singular_values(w)
