@@ -504,9 +504,10 @@ def _panel(c: dict, report: dict) -> str:
         parts.append(_packed(_counterexample(c["counterexample"]), "the counterexample"))
     if c.get("experiment"):
         parts.append(_experiment(c["experiment"]))
-    # the control lines repeat on every panel: packed with the evidence they describe (gzip takes them to a few bytes)
-    parts.append(_packed(_control(c) + _evidence(c) + _plots(c) + (_benchmarks(c) if c["benchmarks"] else ""),
-                         f"the evidence ({len(c['outcomes'])} outcome(s)), its figures and plots"))
+    # the control lines repeat on every panel: packed with the evidence they describe (gzip takes them to a few bytes);
+    # the related claims, the printed code and the reviewer notes after it, read only with the panel open, go in the
+    # same placeholder (one placeholder costs about 130 bytes, more than a short note's share of the blob)
+    packed = [_control(c) + _evidence(c) + _plots(c) + (_benchmarks(c) if c["benchmarks"] else "")]
     links = []
     for label, ids in (("uses", c["uses"]), ("used by", c["used_by"]), ("contradicts", c["contradicts"]),
                        ("same as", [c["same_as"]] if c["same_as"] else [])):
@@ -518,9 +519,11 @@ def _panel(c: dict, report: dict) -> str:
         code = f"<pre lang=\"zh\">{_e(s['text'])}</pre>" if s.get("text") else ""
         links.append(f"<dt>code</dt><dd>{_e(c['document'])} lines {s['start']}-{s['end']}{req}{code}</dd>")
     if links:
-        parts.append(f'<h3>Related</h3><dl class="links">{"".join(links)}</dl>\n')
+        packed.append(f'<h3>Related</h3><dl class="links">{"".join(links)}</dl>\n')
     if c["notes"]:
-        parts.append(f'<details class="notes"><summary>reviewer notes</summary><p>{_e(c["notes"])}</p></details>\n')
+        packed.append(f'<details class="notes"><summary>reviewer notes</summary><p>{_e(c["notes"])}</p></details>\n')
+    parts.append(_packed("".join(packed), f"the evidence ({len(c['outcomes'])} outcome(s)), its figures and plots"
+                         + (", the related claims" if links else "") + (", the reviewer notes" if c["notes"] else "")))
     parts.append("</article>\n")
     return "".join(parts)
 

@@ -3,7 +3,10 @@
 Each mutant is one source edit of one file of ``impl/`` (an exact, unique snippet replaced by
 another), applied to a temporary copy of the project; the copy's property suite runs in the CI
 profile (``CI=true pytest -x properties/``) with the copy first on ``PYTHONPATH``. The mutant is
-*killed* when the suite fails, *survived* when it passes. Mutants that cannot change any result
+*killed* when the suite fails, *survived* when it passes. A mutant of code that ``properties/`` does not
+exercise on its own (the checking machinery in ``claimcheck/``, formulas pinned by hand-computed values, the
+reference's features that only an oracle written apart from it can judge) names the tests of ``tests/`` that
+must kill it, and runs against those. Mutants that cannot change any result
 are listed in ``EQUIVALENT`` with the reason, and not run. A snippet no longer found in the
 source (the code moved on) makes the mutant *stale*: fix its anchor, it is not counted.
 
@@ -30,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-COPIED = ("impl", "properties", "claimcheck", "sources", "claims.yaml", "references.yaml", "pyproject.toml")
+COPIED = ("impl", "properties", "claimcheck", "experiments", "tests", "sources", "claims.yaml", "references.yaml",
+          "pyproject.toml")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Mutant:
     new: str
     description: str
     nth: int = 0  # 0: ``old`` must occur once; k: it occurs several times and the k-th (1-based) is edited
+    tests: tuple[str, ...] = ()  # the tests that must kill it when not properties/ (the checks that pin its code)
 
 
 @dataclass(frozen=True)
@@ -49,8 +54,13 @@ class Equivalent:
     reason: str
 
 
-def _m(name, file, old, new, description, nth=0):
-    return Mutant(name, f"impl/{file}", old, new, description, nth)
+def _m(name, file, old, new, description, nth=0, tests=()):
+    return Mutant(name, f"impl/{file}", old, new, description, nth, tuple(tests))
+
+
+def _c(name, file, old, new, description, tests):
+    """A mutant of the checking machinery itself (``claimcheck/``), killed by the suite's own tests of it."""
+    return Mutant(name, f"claimcheck/{file}", old, new, description, 0, tuple(tests))
 
 
 MUTANTS = [
@@ -122,6 +132,42 @@ MUTANTS = [
     _m("softmax-logsumexp-unshifted", "softmax.py",
        "return (m + torch.log(torch.exp(x - m).sum(dim=dim, keepdim=True))).squeeze(dim)",
        "return torch.log(torch.exp(x).sum(dim=dim, keepdim=True)).squeeze(dim)", "logsumexp without the max shift"),
+    # formulas pinned by hand-computed values (tests/test_pinned_formulas.py) and by the sweeps they are premises of
+    _m("yarn-ramp-beta-16", "rope_scaling.py", "alpha: float = 1.0,\n         beta: float = 32.0)",
+       "alpha: float = 1.0,\n         beta: float = 16.0)", "YaRN's ramp ends at r = 16 instead of 32"),
+    _m("loglog-divisor-power", "critical_scaling.py", "return 1.0 + c * math.log(math.log(n))",
+       "return 1.0 + c * math.log(math.log(n)) ** 1.1", "the document's divisor 1 + c (ln ln T)^1.1"),
+    _m("kappa-lambda1-by-modulus", "spectral.py", "ev.gather(-1, ev.real.argmax(dim=-1, keepdim=True))",
+       "ev.gather(-1, ev.abs().argmax(dim=-1, keepdim=True))", "kappa's lambda_1 taken by modulus, not real part",
+       tests=("tests/test_pinned_formulas.py",)),
+    _m("loglog-fit-n-minus-1-dof", "critical_scaling.py", "stats.t.ppf(0.975, lx.numel() - 2)",
+       "stats.t.ppf(0.975, lx.numel() - 1)", "the log-log fit's t interval with n - 1 degrees of freedom",
+       tests=("tests/test_pinned_formulas.py",)),
+    # the reference's own kernel features, caught by the oracle written apart from it (tests/test_kernel_oracle.py)
+    _m("reference-alibi-sign", "attention.py", "bias = bias - mask.alibi.to(device, dtype)[:, None, None] * distance",
+       "bias = bias + mask.alibi.to(device, dtype)[:, None, None] * distance", "the reference's ALiBi bias rewards distance",
+       tests=("tests/test_kernel_oracle.py",)),
+    _m("reference-softcap-unscaled", "attention.py", "s = mask.softcap * torch.tanh(s / mask.softcap)",
+       "s = mask.softcap * torch.tanh(s)", "the reference's softcap without 1/c inside tanh",
+       tests=("tests/test_kernel_oracle.py",)),
+    # the checking machinery: the error-ratio rule (tests/test_kernel_matrix.py) and the control mechanism
+    _c("rule-mean-error", "kernel.py", "return (x.double() - reference.double()).abs().max().item() if x.numel() else 0.0",
+       "return (x.double() - reference.double()).abs().mean().item() if x.numel() else 0.0",
+       "the error-ratio rule on the mean error, not the largest", ("tests/test_kernel_matrix.py",)),
+    _c("rule-floor-inside-c", "kernel.py", "ok = err <= c * ref_err + floor  # False for NaN",
+       "ok = err <= c * (ref_err + floor)  # False for NaN", "the rule as c x (naive + floor), not c x naive + floor",
+       ("tests/test_kernel_matrix.py",)),
+    _c("control-any-assertion", "evidence.py", "    return isinstance(exc, ClaimViolation)\n",
+       "    return isinstance(exc, (ClaimViolation, AssertionError))\n",
+       "any AssertionError counts as the claim's check rejecting a control", ("tests/test_controls.py",)),
+    _c("control-mixed-group", "evidence.py", "return violations is not None and others is None",
+       "return violations is not None", "an exception group mixing a violation with a crash counts as a rejection",
+       ("tests/test_controls.py",)),
+    _c("controls-alone-decide", "status.py", 'if all(o.kind in ("control", "comparator") for o in outcomes):',
+       'if not outcomes:', "a claim whose only evidence is controls is decided by them", ("tests/test_controls.py",)),
+    _c("surname-substring", "records.py", "return bool(last) and full[-len(last):] == last",
+       'return bool(last) and " ".join(last) in " ".join(full)', "a surname matches as a substring of the name",
+       ("tests/test_controls.py",)),
     # formulas
     _m("block-size-one-too-many", "io_model.py", "        b += 1\n    return b\n", "        b += 1\n    return b + 1\n",
        "the tile size one row past what fits on chip"),
@@ -249,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     scope = "targeted (the property files importing each mutated module)" if args.targeted else " ".join(tests)
     rows = []
     for m in chosen:
-        run_tests = targeted_tests(m) if args.targeted else tests
+        run_tests = args.tests or list(m.tests) or (targeted_tests(m) if args.targeted else tests)
         outcome, seconds, tail = run(m, run_tests, args.workers, args.timeout)
         print(f"{outcome:<9} {m.name:<34} {seconds:6.1f} s  {m.description}  [{tail}]", flush=True)
         rows.append({"name": m.name, "file": m.file, "description": m.description, "outcome": outcome,
