@@ -13,6 +13,11 @@ Each problem names the file, the line and the claim id. Checks:
 * a decided verdict has evidence of the right kind: ``holds`` a property and no refutation,
   ``fails`` a refutation and evidence that proves its correction (a property, a cited record or a witness of
   the documents), ``partly`` a refutation and a property for its correction;
+* a correction proved by a property has a control of its own: a negative control that models the claim's own
+  falsity (``control(..., models=...)``, found in the syntax tree like the tags), so that the test proving the
+  correction is shown to reject the claim as stated; the corrections still owed one are listed, one id a line,
+  in ``docs/corrections-without-control.txt``, a list that may only shrink (an id there that has its control
+  now, or is not a correction proved by a property, is a problem too);
 * a test parametrized from the registry runs exactly for the claims that name it;
 * a decided verdict has an evidence grade, and the grade matches the evidence (``tested`` needs a
   test that draws examples, ``recorded`` an attribution checked against a record, ``internal`` a
@@ -170,9 +175,22 @@ def _check_links(reg: str, claims: list[Claim], ids: dict[str, Claim], known: se
     return problems
 
 
+OWED_CONTROLS = "docs/corrections-without-control.txt"
+
+
+def owed_controls(root: Path) -> dict[str, int]:
+    """The corrections still owed a control of their own (``OWED_CONTROLS``): id -> line; none when absent."""
+    path = root / OWED_CONTROLS
+    if not path.exists():
+        return {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return {line.strip(): i for i, line in enumerate(lines, 1) if line.strip() and not line.startswith("#")}
+
+
 def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Claim], known: set[str],
                     tests: dict[str, TestFunction]) -> list[Problem]:
     problems: list[Problem] = []
+    owed, owed_control = owed_controls(root), set()
     benches = benchmarks(root)
     for t in tests.values():
         if not t.claims and not t.per_claim:
@@ -229,11 +247,23 @@ def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Cl
         if c.verdict == "partly" and named_tests and not props:
             problems.append(Problem(reg, c.line_of("evidence"), c.id,
                                     "verdict 'partly' needs a property test of its correction"))
+        if c.verdict in ("fails", "partly") and props and not any(c.id in t.control_models for t in named_tests):
+            owed_control.add(c.id)
+            if c.id not in owed:
+                problems.append(Problem(reg, c.line_of("evidence"), c.id,
+                                        f"the correction of this '{c.verdict}' claim is proved by {props[0].nodeid} "
+                                        "with no control of its own: add a negative control that models the claim's "
+                                        "own falsity (control(..., models=...)) to the test that proves the correction"))
         if c.verdict == "fails" and named_tests and not props and not c.cites and not c.witness:
             # a refutation shows the claim false; what the correction says instead needs proving too
             problems.append(Problem(reg, c.line_of("correction"), c.id,
                                     "verdict 'fails' needs evidence that proves its correction: a property test (not a "
                                     "refutation or a control), a record it cites, or a witness of the documents"))
+    for cid, line in owed.items():
+        if cid not in owed_control:
+            why = ("is not a claim of the registry" if cid not in ids else "has a control of its own now, or is not a "
+                   "correction proved by a property")
+            problems.append(Problem(OWED_CONTROLS, line, cid, f"listed as owed a control, but {why}: remove the line"))
     return problems
 
 

@@ -198,7 +198,13 @@ def _summary(report: dict) -> str:
     if counts["rests_on_refuted"]:
         decided += f' <b>{counts["rests_on_refuted"]}</b> claims rest on a refuted claim.'
     decided += (f' <b id="controlled">{counts.get("control_models_falsity", 0)}</b> claims have evidence that rejected a '
-                "negative control modelling their own falsity (&#10003; in the table).</p>")
+                "negative control modelling their own falsity (&#10003; in the table).")
+    corr = counts.get("corrections")
+    if corr and corr["by_property"]:
+        decided += (f' Of the <b>{corr["by_property"]}</b> refuted claims whose correction a property test proves, '
+                    f'<b id="corrections-controlled">{corr["with_own_control"]}</b> have such a control of their own '
+                    "(the others are listed in docs/corrections-without-control.txt).")
+    decided += "</p>"
     tables = "".join(_count_table(title, key, counts[key]) for key, title in
                      (("document", "Document"), ("topic", "Topic"), ("verdict", "Verdict"), ("kind", "Kind")))
     by_doc = _cross_table(report, "document")

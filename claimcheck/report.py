@@ -36,6 +36,11 @@ SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 REFUTED_VERDICTS = ("fails", "partly")
 
 
+
+def _correction_by_property(c: dict) -> bool:
+    return c["verdict"] in ("fails", "partly") and any(o["kind"] == "property" for o in c["outcomes"])
+
+
 def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvResults | None = None,
           generated: str | None = None, references: dict[str, Reference] | None = None,
           backends: bool = True) -> dict[str, Any]:
@@ -136,6 +141,11 @@ def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvRe
                                              for c in claims)},
             # claims (any verdict) whose evidence rejected a control that models their own falsity
             "control_models_falsity": sum(bool((c["controls"] or {}).get("models")) for c in claims),
+            # refuted claims whose correction a property proves, and how many of those have a control of their own
+            "corrections": {
+                "by_property": sum(_correction_by_property(c) for c in claims),
+                "with_own_control": sum(_correction_by_property(c) and bool((c["controls"] or {}).get("models"))
+                                        for c in claims)},
         },
         "findings": findings_mod.findings(claims),
         "coverage": _coverage(sources, claims),

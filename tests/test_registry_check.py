@@ -185,6 +185,39 @@ def test_a_refuted_claims_correction_needs_evidence_of_its_own(project):
     assert not [p for p in _problems(project) if "proves its correction" in p]
 
 
+def test_a_correction_proved_by_a_property_needs_a_control_that_models_the_claims_own_falsity(project):
+    partly = GOOD_CLAIM.replace("verdict: holds", "verdict: partly\n  correction: softmax is shift-invariant always.").replace(
+        "    - properties/test_a.py::test_shift\n",
+        "    - properties/test_a.py::test_shift\n    - properties/test_a.py::test_correction\n")
+    header = "import pytest\nfrom claimcheck import control, refutes\n\n"
+    refutation = '@pytest.mark.claim("softmax.shift")\n@refutes(reason="constructed")\ndef test_shift():\n    pass\n\n'
+    correction = ('@pytest.mark.claim("softmax.shift")\n@pytest.mark.parametrize("c", [0, pytest.param(1, marks=control('
+                  '"the claim as stated"{models}))])\ndef test_correction(c):\n    pass\n')
+    project.registry(partly)
+    project.test_file("test_a.py", header + refutation + correction.replace('marks=control("the claim as stated"{models})',
+                                                                           "marks=[]"))
+    assert _one(project, "claims.yaml:", "softmax.shift", "proved by properties/test_a.py::test_correction with no "
+                "control of its own")
+    # a control crediting another claim is not the claim's own
+    project.test_file("test_a.py", header + refutation + correction.replace("{models}", ', models="softmax.other"'))
+    assert _one(project, "softmax.shift", "no control of its own")
+    # one that names it, or names none in a test of this claim alone, is
+    for models in (', models="softmax.shift"', ""):
+        project.test_file("test_a.py", header + refutation + correction.replace("{models}", models))
+        assert not [p for p in _problems(project) if "control of its own" in p]
+    # the list of corrections still owed a control excuses a listed claim, and may only shrink
+    project.test_file("test_a.py", header + refutation + correction.replace('marks=control("the claim as stated"{models})',
+                                                                           "marks=[]"))
+    owed = project.root / "docs" / "corrections-without-control.txt"
+    owed.parent.mkdir(exist_ok=True)
+    owed.write_text("# owed\nsoftmax.shift\n")
+    assert not [p for p in _problems(project) if "control" in p]
+    project.test_file("test_a.py", header + refutation + correction.replace("{models}", ""))
+    assert _one(project, "docs/corrections-without-control.txt:2", "softmax.shift", "has a control of its own now")
+    owed.write_text("softmax.gone\n")
+    assert _one(project, "docs/corrections-without-control.txt:1", "softmax.gone", "is not a claim of the registry")
+
+
 def test_holds_verdict_must_not_rest_on_a_refutation(project):
     project.registry(GOOD_CLAIM)
     project.test_file("test_a.py", "import pytest\nfrom claimcheck import refutes\n\n"
