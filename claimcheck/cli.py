@@ -587,7 +587,8 @@ def _capabilities(backend, device: str) -> str:
     lo, hi = backend.head_dims
     dims = f"head dims {lo}..{hi}" + (f" in steps of {backend.head_dim_multiple}" if backend.head_dim_multiple > 1 else "")
     return (f"dtypes {dtypes}; masks {', '.join(sorted(s.masks)) or 'none'}; GQA {'yes' if backend.gqa else 'no'}; "
-            f"backward {'yes' if s.backward else 'no'}; {dims}{' (d_v = d_k)' if backend.equal_head_dims else ''}; "
+            f"backward {'yes' if s.backward else 'no'}"
+            + (f" ({backend.backward_note})" if getattr(backend, "backward_note", "") else "") + f"; {dims}{' (d_v = d_k)' if backend.equal_head_dims else ''}; "
             f"scale {'yes' if backend.scale else 'no (only 1/sqrt(d_k) checked)'}; "
             f"fully masked rows {backend.fully_masked or 'not declared'}; "
             f"deterministic {'yes (checked)' if backend.deterministic else 'not declared (not checked)'}"
@@ -742,7 +743,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gqa", action=argparse.BooleanOptionalAction, default=None,
                    help="grouped-query attention (H_kv < H_q) supported (default: yes)")
     p.add_argument("--backward", action=argparse.BooleanOptionalAction, default=None,
-                   help="check the gradients dq, dk, dv too (default: no)")
+                   help="check the gradients dq, dk, dv too (default: whenever autograd reaches q, k and v "
+                        "through the kernel, probed on one small problem; --no-backward: the forward only)")
     p.add_argument("--head-dims", metavar="LO-HI", help="supported head dimensions, inclusive (default: any)")
     p.add_argument("--equal-head-dims", action=argparse.BooleanOptionalAction, default=None,
                    help="the kernel needs d_v = d_k (default: no)")

@@ -957,7 +957,8 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
     """A :class:`Backend` for a user's function: capabilities from ``fn.claims_capabilities`` (a dict
     of :data:`CAPABILITY_KEYS`), then ``overrides`` (None = not given). Defaults: CPU, float32, float16
     and bfloat16, every mask (causal both ways, key padding, additive; the kernel features window, alibi,
-    softcap and sink only when declared), GQA, no backward, any head dimension, the caller's ``scale`` taken, fully
+    softcap and sink only when declared), GQA, backward checked whenever autograd works through the kernel
+    (:func:`probe_backward`; ``backward=False`` turns it off), any head dimension, the caller's ``scale`` taken, fully
     masked rows not declared (nan or zero named, any other value fails: :func:`check_fully_masked`).
     ``declines``, if given, is the kernel's own rule for one problem, ``(q, k, v, mask, backward) ->
     reason or None``: the problems it refuses are listed in the verdict, not checked, and never pass.
@@ -988,12 +989,46 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
     refuses = declared.get("declines")
     if refuses is not None and not callable(refuses):
         raise ValueError(f"declines={refuses!r}: expected a function (q, k, v, mask, backward) -> reason or None")
-    support = Support(dtypes, masks, backward=bool(declared.get("backward", False)))
+    backward, note = declared.get("backward"), ""
+    if backward is None:  # not declared: checked whenever autograd reaches the inputs through the kernel
+        backward, note = probe_backward(fn, devices[0], sorted(dtypes, key=str)[0] if torch.float32 not in dtypes
+                                        else torch.float32, max(int(lo), 1), multiple, declared.get("declines"))
+    support = Support(dtypes, masks, backward=bool(backward))
     return Backend(name, fn, {d: support for d in devices}, gqa=bool(declared.get("gqa", True)),
                    head_dims=(int(lo), int(hi)), equal_head_dims=bool(declared.get("equal_head_dims", False)),
                    fully_masked=fully_masked, head_dim_multiple=multiple, declines=refuses,
                    scale=bool(declared.get("scale", True)), deterministic=bool(declared.get("deterministic", False)),
-                   doc=f"{name} (checked by claims kernel)")
+                   doc=f"{name} (checked by claims kernel)", backward_note=note)
+
+
+def probe_backward(fn: Callable, device: str, dtype: torch.dtype, min_d: int = 1, multiple: int = 1,
+                   declines: Callable[..., str | None] | None = None) -> tuple[bool, str]:
+    """Whether autograd reaches q, k and v through ``fn`` (one small problem: B = 1, one head, 8 queries and keys,
+    the smallest head dim the kernel takes from 16 up), and how that was decided: the default when a kernel
+    declares nothing about its backward, so that gradients are checked wherever they exist and a kernel without
+    them is reported as such, never skipped in silence."""
+    if device == "cuda" and not torch.cuda.is_available():
+        return False, "not declared, and not probed: CUDA is not available here"
+    d = _round_up(max(16, min_d), multiple)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn((1, 1, 8, d), generator=gen).to(device, dtype).requires_grad_() for _ in range(3))
+    refused = declines(q, k, v, None, True) if declines is not None else None
+    if refused:
+        return False, f"not declared, and not probed: the kernel declines the probe problem ({refused})"
+    try:
+        out = fn(q, k, v, None, None)
+        if isinstance(out, tuple):
+            out = out[0]
+        if not isinstance(out, torch.Tensor) or out.grad_fn is None:
+            return False, "not declared; autograd does not reach the inputs (the output has no grad_fn)"
+        grads = torch.autograd.grad(out.float().sum(), (q, k, v), allow_unused=True)
+    except Exception as exc:  # the probe's own answer: this kernel has no usable backward here
+        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        return False, f"not declared; autograd through the kernel fails ({type(exc).__name__}: {first})"
+    missing = [name for name, g in zip("qkv", grads) if g is None]
+    if missing:
+        return False, f"not declared; autograd does not reach {', '.join(missing)}"
+    return True, "not declared; autograd reaches q, k and v (probed), so the gradients are checked"
 
 
 def resolve(spec: str, device: str | None = None, **overrides: Any) -> Backend:

@@ -84,6 +84,7 @@ class Backend:
     # not declared: not checked, and said)
     deterministic: bool = False
     doc: str = ""
+    backward_note: str = ""  # how backward was decided when it was not declared (probed through autograd)
 
 
 # ---- adapters ---------------------------------------------------------------------------------------

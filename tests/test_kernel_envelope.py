@@ -35,7 +35,7 @@ def _refuse_shared_heads(q, k, v, mask, backward=False):
 
 def test_problems_the_library_declines_are_listed_and_never_run():
     seen: list = []
-    backend = kernel.declared_backend(_recording(seen), "no-gqa-here",
+    backend = kernel.declared_backend(_recording(seen), "no-gqa-here", backward=False,  # one call a problem
                                       declines=_refuse_shared_heads)
     result = kernel.run_case(backend, kernel.Case(torch.float32, "none"), examples=4, base_seed=0)
     assert result.status == "pass"
@@ -160,3 +160,24 @@ def test_the_backend_matrix_has_a_cell_for_every_declared_device(tmp_path):
     if not torch.cuda.is_available():
         assert "needs CUDA; this machine has none" in out.stdout and " skipped" in out.stdout, out.stdout[-2000:]
         assert "passed" not in out.stdout.splitlines()[-1]
+
+
+def test_backward_is_checked_by_default_wherever_autograd_reaches_the_inputs():
+    def dk_unscaled(q, k, v, scale=None, mask=None):  # right forward; dK misses the softmax scale
+        s = 1 / q.shape[-1] ** 0.5 if scale is None else scale
+        k2 = k.detach() + (k - k.detach()) / s  # the gradient through k is multiplied by 1 / scale
+        return attention(q, k2, v, scale, mask)
+
+    backend = kernel.declared_backend(dk_unscaled, "dk-unscaled")
+    assert backend.devices["cpu"].backward and "autograd reaches q, k and v" in backend.backward_note
+    result = kernel.run_case(backend, kernel.Case(torch.float32, "none"), examples=0, base_seed=0, shrink=False)
+    assert result.status == "fail" and any(c.endswith(":dk") for c in result.failed_checks)
+    assert all(not c.endswith(":out") for c in result.failed_checks)
+
+    def no_autograd(q, k, v, scale=None, mask=None):
+        with torch.no_grad():
+            return attention(q, k, v, scale, mask)
+
+    silent = kernel.declared_backend(no_autograd, "forward-only")
+    assert not silent.devices["cpu"].backward and "no grad_fn" in silent.backward_note
+    assert not kernel.declared_backend(dk_unscaled, "opted-out", backward=False).devices["cpu"].backward
