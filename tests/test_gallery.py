@@ -8,6 +8,7 @@ run the default tier, ci); a compiled kernel (FlexAttention) on one fixed proble
 CPU compile. transformers' adapters skip, saying so, when the optional package is absent.
 """
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -33,6 +34,19 @@ def _run(capsys, *argv) -> tuple[int, str]:
     return code, out + err
 
 
+def _record(name: str, argv: list[str], code: int, out: str) -> None:
+    """The verdict of one gallery line, for the report's backends section (``results/kernel-gallery/``, one
+    file a line: pytest-xdist workers write apart)."""
+    summary = re.search(r"claims kernel: (\d+ of \d+ cases passed[^\n]*)", out)
+    diagnosis = re.search(r"the output matches: ([^\n]*)", out)
+    folder = ROOT / "results" / "kernel-gallery"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', name).strip('-')}.json").write_text(json.dumps({
+        "kernel": name, "command": "claims kernel " + " ".join(argv), "accepted": code == 0,
+        "summary": summary.group(1) if summary else out.strip().splitlines()[-1][:200],
+        "diagnosis": diagnosis.group(1) if diagnosis else None}, indent=1) + "\n")
+
+
 def _marks(name: str):
     return [NEEDS_TRANSFORMERS] if name.startswith("transformers") else []
 
@@ -40,6 +54,7 @@ def _marks(name: str):
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in gallery.GALLERY if n not in gallery.COMPILED])
 def test_every_gallery_kernel_passes_under_its_own_declaration(name, capsys):
     code, out = _run(capsys, f"impl.gallery:{name}", *SMOKE)
+    _record(name, [f"impl.gallery:{name}", *SMOKE], code, out)
     assert code == 0 and "FAIL" not in out and "ERROR" not in out, out
     assert re.search(r"ok +float32-key-padding", out) and re.search(r"ok +float32-fully-masked", out), out
 
@@ -47,7 +62,9 @@ def test_every_gallery_kernel_passes_under_its_own_declaration(name, capsys):
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in gallery.COMPILED])
 def test_every_compiled_gallery_kernel_passes_one_problem_of_each_structure(name, capsys):
     for mask in ("causal-bottom-right", "key-padding"):
-        code, out = _run(capsys, f"impl.gallery:{name}", "--dtype", "float32", "--mask", mask, "--problem", ONE_PROBLEM)
+        argv = [f"impl.gallery:{name}", "--dtype", "float32", "--mask", mask, "--problem", ONE_PROBLEM]
+        code, out = _run(capsys, *argv)
+        _record(f"{name} ({mask})", argv, code, out)
         assert code == 0 and "1 of 1 cases passed" in out, out
 
 
@@ -57,8 +74,11 @@ def test_transformers_sdpa_declared_top_left_is_reported_as_bottom_right_causal(
     """The mismatch transformers users meet: with the top-left causal of SDPA's ``is_causal`` declared, the
     single query of the ``decode`` problem sees every key (bottom-right); the verdict says so. Without
     transformers, the zoo's kernel that drops causality for one query has the same convention."""
-    code, out = _run(capsys, function, "--causal", "top-left", "--no-key-padding", "--no-bias", "--dtype", "float32",
-                     "--mask", "causal-top-left", "--examples", "0")
+    argv = [function, "--causal", "top-left", "--no-key-padding", "--no-bias", "--dtype", "float32", "--mask",
+            "causal-top-left", "--examples", "0"]
+    code, out = _run(capsys, *argv)
+    if function.startswith("impl.gallery:"):
+        _record("transformers_sdpa declared top-left", argv, code, out)
     assert code == 1 and "decode:out" in out, out
     assert "the output matches: bottom-right causal alignment (declared top-left)" in out, out
     code, out = _run(capsys, function, "--causal", "bottom-right", "--no-key-padding", "--no-bias", "--dtype", "float32",

@@ -85,8 +85,18 @@ def test_the_report_shows_the_kill_rates_saved_by_the_zoo_and_the_mutants(tmp_pa
     from claimcheck.backends_status import strength
     from claimcheck.html import _strength
 
-    assert strength(tmp_path) == {"zoo": None, "mutants": None}
+    assert strength(tmp_path) == {"zoo": None, "mutants": None, "gallery": None}
     assert "not measured" in _strength(strength(tmp_path))
+    (tmp_path / "kernel-gallery").mkdir()
+    (tmp_path / "kernel-gallery" / "sdpa.json").write_text(json.dumps({
+        "kernel": "sdpa", "command": "claims kernel impl.gallery:sdpa", "accepted": True, "summary": "6 of 6 cases passed",
+        "diagnosis": None}))
+    (tmp_path / "kernel-gallery" / "top-left.json").write_text(json.dumps({
+        "kernel": "top-left", "command": "claims kernel x", "accepted": False, "summary": "0 of 1 cases passed",
+        "diagnosis": "bottom-right causal alignment (declared top-left)"}))
+    gallery = _strength(strength(tmp_path))
+    assert "<th>sdpa</th><td>accepted</td>" in gallery and "<th>top-left</th><td>REJECTED</td>" in gallery
+    assert "the output matches: bottom-right causal alignment (declared top-left)" in gallery
     (tmp_path / "kernel-zoo.json").write_text(json.dumps({"kernels": [
         {"kernel": "gqa-modulo", "bug": "h % H_kv", "case": "float32-none", "check": "gqa-4/2:out", "caught": True},
         {"kernel": "other", "bug": "b", "case": "float32-none", "check": "drawn:out", "caught": False}]}))
