@@ -4,8 +4,9 @@ Three sources: the backend registry's own answer to "can this run here?" (:mod:`
 the project's implementations are importable), the error-ratio figures the evidence recorded
 (``error_ratio[backend=...,dtype=...,...]``: a backend's error against the float64 reference over
 the naive same-precision reference's error), and the suite's strength as last measured: the kernel
-zoo's kill rate (``results/kernel-zoo.json``, written by ``tests/test_kernel_zoo.py``) and the mutant
-score of ``impl/`` (``results/mutants.json``, written by ``make mutants``).
+zoo's kill rate (``results/kernel-zoo.json``, written by ``tests/test_kernel_zoo.py``), the mutant
+score of ``impl/`` (``results/mutants.json``, written by ``make mutants``) and the verdicts of the gallery
+of real kernels (``results/kernel-gallery/*.json``, written by ``tests/test_gallery.py``).
 """
 from __future__ import annotations
 
@@ -64,7 +65,10 @@ def strength(results_dir: Path | None) -> dict[str, Any]:
     """The kernel zoo's and the mutants' kill rates, from their saved JSON (None where not measured)."""
     zoo = read_json(results_dir / "kernel-zoo.json") if results_dir else None
     mutants = read_json(results_dir / "mutants.json") if results_dir else None
-    out: dict[str, Any] = {"zoo": None, "mutants": None}
+    out: dict[str, Any] = {"zoo": None, "mutants": None, "gallery": None}
+    gallery = [read_json(p) for p in sorted((results_dir / "kernel-gallery").glob("*.json"))] if results_dir else []
+    if any(isinstance(g, dict) for g in gallery):
+        out["gallery"] = [g for g in gallery if isinstance(g, dict)]
     if zoo and isinstance(zoo.get("kernels"), list):
         out["zoo"] = {"killed": sum(bool(k.get("caught")) for k in zoo["kernels"]), "total": len(zoo["kernels"]),
                       "kernels": [{"kernel": k.get("kernel"), "bug": k.get("bug"), "caught_by": f'{k.get("case")} / '

@@ -486,7 +486,7 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
         overrides = dict(dtypes=dtypes and [kernel.dtype_name(d) for d in dtypes], masks=masks, gqa=args.gqa,
                          backward=args.backward, head_dims=lo_hi, equal_head_dims=args.equal_head_dims,
                          fully_masked=args.fully_masked, head_dim_multiple=args.head_dim_multiple, scale=args.scale,
-                         deterministic=args.deterministic, features=args.feature)
+                         deterministic=args.deterministic, features=args.feature, **_convention_options(args))
         device = args.device
         if ":" not in args.function:  # a registry backend: --dtype only narrows the run
             backend = kernel.resolve(args.function, **{**overrides, "dtypes": None})
@@ -582,6 +582,8 @@ def _bench(backend, device: str, dtypes) -> None:
 
 
 def _capabilities(backend, device: str) -> str:
+    from claimcheck import conventions
+
     s = backend.devices[device]
     dtypes = ", ".join(sorted(str(d).removeprefix("torch.") for d in s.dtypes))
     lo, hi = backend.head_dims
@@ -592,7 +594,14 @@ def _capabilities(backend, device: str) -> str:
             f"scale {'yes' if backend.scale else 'no (only 1/sqrt(d_k) checked)'}; "
             f"fully masked rows {backend.fully_masked or 'not declared'}; "
             f"deterministic {'yes (checked)' if backend.deterministic else 'not declared (not checked)'}"
-            + ("; the kernel's library may decline problems (listed)" if backend.declines else ""))
+            + ("; the kernel's library may decline problems (listed)" if backend.declines else "")
+            + f"; {conventions.of(backend.fn).describe()}")
+
+
+def _convention_options(args: argparse.Namespace) -> dict:
+    """The calling conventions given as options (None: not given), for :mod:`claimcheck.conventions`."""
+    return dict(layout=args.layout, out_layout=args.out_layout, padding=args.padding, output=args.output_index,
+                strided=args.strided)
 
 
 def _print_case(result, spec: str, backend) -> None:
@@ -647,8 +656,10 @@ and 256), full (ci plus lengths 63 to 1025 on both sides of the 64- and 128-wide
 to 256, 59 and 111). The counts of the run are printed before it starts.
 
 Capabilities come from the options, else from fn.claims_capabilities (a dict: devices, dtypes, masks,
-gqa, backward, head_dims, equal_head_dims, fully_masked, head_dim_multiple, declines, scale), else the
-defaults. Problems the kernel's own library declines (declines(q, k, v, mask, backward) -> reason;
+gqa, backward, head_dims, equal_head_dims, fully_masked, head_dim_multiple, declines, scale, and the
+calling conventions layout, out_layout, padding, output, strided), else the defaults. The conventions
+are applied around FUNCTION (q, k, v transposed, the key padding inverted, element N of a returned
+tuple taken); an undeclared one is the contract's, and the capability line says so. Problems the kernel's own library declines (declines(q, k, v, mask, backward) -> reason;
 SDPA's CUDA kernels: torch's eligibility checks) are listed, not checked; a case it declines whole is
 a skip.
 
@@ -759,6 +770,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
                    help="the forward gives bitwise-equal outputs on equal inputs: every problem is run twice and "
                    "compared (default: not declared, not checked)")
+    p.add_argument("--layout", choices=("bhsd", "bshd"), help="the layout the kernel takes q, k, v in: bhsd (B, H, "
+                   "n, d) or bshd (B, n, H, d), as flash-attn; the output read back in the same (default: not declared: "
+                   "bhsd, the contract's, and said)")
+    p.add_argument("--out-layout", choices=("bhsd", "bshd"), help="the output's layout when it differs from the "
+                   "inputs' (transformers' attention functions take bhsd and return bshd; default: --layout's)")
+    p.add_argument("--padding", choices=("true-means-keep", "true-means-ignore"), help="what True means in the "
+                   "boolean key padding the kernel is given: attend to this key (the contract's) or ignore it "
+                   "(nn.MultiheadAttention's key_padding_mask); default: not declared: true-means-keep, and said")
+    p.add_argument("--output-index", type=int, metavar="N", help="the kernel returns a tuple: element N is the "
+                   "attention output (default: not declared: a tensor)")
+    p.add_argument("--strided", action=argparse.BooleanOptionalAction, default=None, help="the kernel takes "
+                   "non-contiguous q, k, v (default: yes, checked on transposed and packed-QKV views; --no-strided: "
+                   "those problems are listed as outside the declaration)")
     p.add_argument("--mask", action="append", metavar="KIND", help="run only these mask kinds (repeat): "
                    "none, causal-top-left, causal-bottom-right, key-padding, additive, fully-masked")
     p.add_argument("--tier", choices=("smoke", "ci", "full"), default="ci",

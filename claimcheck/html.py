@@ -259,6 +259,7 @@ def _strength(strength: dict) -> str:
                      f'<th>caught by (case / check)</th><th>outcome</th></tr></thead><tbody>{rows}</tbody></table>\n')
     else:
         parts.append("<p>Kernel zoo: not measured (run <code>pytest tests/test_kernel_zoo.py</code>).</p>\n")
+    parts.append(_gallery(strength.get("gallery")))
     if mutants:
         survived = "".join(f"<li>{_e(m)}</li>" for m in mutants["survived"])
         parts.append(f'<p>Mutants of <code>impl/</code> (<code>make mutants</code>): <b>{mutants["killed"]} of '
@@ -268,6 +269,18 @@ def _strength(strength: dict) -> str:
     else:
         parts.append("<p>Mutants of <code>impl/</code>: not measured (run <code>make mutants</code>).</p>\n")
     return "".join(parts)
+
+
+def _gallery(rows: list[dict] | None) -> str:
+    """The verdicts of the gallery of real kernels (``impl/gallery.py``), each with its command line."""
+    if not rows:
+        return "<p>Gallery of real kernels: not measured (run <code>pytest tests/test_gallery.py</code>).</p>\n"
+    body = "".join(f"<tr><th>{_e(r.get('kernel'))}</th><td>{'accepted' if r.get('accepted') else 'REJECTED'}</td>"
+                   f"<td>{_e(r.get('summary'))}{'; the output matches: ' + _e(r['diagnosis']) if r.get('diagnosis') else ''}"
+                   f"</td><td><code>{_e(r.get('command'))}</code></td></tr>" for r in rows)
+    return ('<table class="cross"><caption>Gallery of real kernels (<code>impl/gallery.py</code>), each under its own '
+            'declaration unless its name says otherwise</caption><thead><tr><th>kernel</th><th>verdict</th>'
+            f'<th>cases</th><th>command</th></tr></thead><tbody>{body}</tbody></table>\n')
 
 
 def _count_table(title: str, key: str, counts: dict[str, int]) -> str:

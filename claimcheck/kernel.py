@@ -13,7 +13,8 @@ Every case sees
 * fixed problems (:func:`fixed_problems`), in every dtype, as many as its :class:`Tier` holds:
   ``smoke`` has shared key/value heads 4 over 2 and 8 over 2, lengths that are not multiples of a
   16-wide tile, ``n_q < n_k`` and ``n_q > n_k``, a large-logit problem whose largest score is ~110
-  (past ``exp``'s float32 overflow at 88.7), a caller's ``scale`` of 0.3 and, in the key-padding
+  (past ``exp``'s float32 overflow at 88.7), a caller's ``scale`` of 0.3, non-contiguous q, k, v (a
+  transposed view and a packed QKV tensor: :mod:`claimcheck.conventions`) and, in the key-padding
   case, key padding under each declared causal alignment; ``ci`` (the default of ``claims
   kernel``) adds kernel-scale shapes: keys across a 64-wide tile, one query against 130 keys
   (decode), 1025 keys, a single key, a batch of three, head dims 128 and 256; ``full`` adds lengths on both sides of the 64- and
@@ -44,6 +45,7 @@ from hypothesis import HealthCheck, Verbosity, given, reject, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
+from claimcheck import conventions
 from impl.attention import ALIGNMENTS, Mask, attention, default_scale, repeat_kv, scores, with_sink
 from impl.backends import ALL_MASKS, BASE_MASKS, Backend, Support, declines
 from impl.softmax import stable_softmax
@@ -105,7 +107,8 @@ def dtype_name(dtype: torch.dtype) -> str:
 # ---- problems ---------------------------------------------------------------------------------------
 
 
-_OPTIONAL = ("max_logit", "scale", "causal")  # ProblemSpec fields printed only when set
+_OPTIONAL = ("max_logit", "scale", "causal", "strides")  # ProblemSpec fields printed only when set
+_TEXT = ("causal", "strides")  # ProblemSpec fields that are words, not numbers
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,8 @@ class ProblemSpec:
     ``logit_scale`` multiplies q (a peaked softmax); ``max_logit``, when set, rescales q instead
     so that the largest allowed score is exactly that value. ``scale`` is the softmax scale passed
     to the kernel (None: its default 1/sqrt(d_k)); ``causal`` an alignment combined with the
-    key padding of the ``key-padding`` kind.
+    key padding of the ``key-padding`` kind; ``strides`` lays q, k, v out as non-contiguous views
+    (:func:`claimcheck.conventions.strided_views`: ``bshd`` or ``packed``).
     """
 
     mask: str = "none"
@@ -131,8 +135,11 @@ class ProblemSpec:
     max_logit: float | None = None
     scale: float | None = None
     causal: str | None = None
+    strides: str | None = None
 
     def __post_init__(self) -> None:
+        if self.strides not in (None, *conventions.STRIDES):
+            raise ValueError(f"strides={self.strides!r}: expected one of {', '.join(conventions.STRIDES)}")
         if self.causal not in (None, *ALIGNMENTS):
             raise ValueError(f"causal={self.causal!r}: expected one of {', '.join(ALIGNMENTS)}")
         if self.causal and self.mask != "key-padding":
@@ -153,7 +160,7 @@ class ProblemSpec:
                 raise ValueError(f"bad problem field {part!r}: expected NAME=VALUE with NAME one of "
                                  f"{', '.join(n for n in types if n != 'mask')}")
             try:
-                values[name] = (raw if name == "causal" else float(raw) if name in ("logit_scale", *_OPTIONAL)
+                values[name] = (raw if name in _TEXT else float(raw) if name in ("logit_scale", *_OPTIONAL)
                                 else int(raw))
             except ValueError:
                 raise ValueError(f"bad problem field {part!r}: {raw!r} is not a number") from None
@@ -194,9 +201,12 @@ class AttentionProblem:
 
     def cast(self, dtype: torch.dtype, device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor,
                                                                                    torch.Tensor, Mask]:
-        """q, k, v and the mask in ``dtype`` on ``device`` (the float bias too; boolean padding keeps its dtype)."""
-        return (self.q.to(device, dtype), self.k.to(device, dtype), self.v.to(device, dtype),
-                mask_to(self.mask, device, dtype))
+        """q, k, v and the mask in ``dtype`` on ``device`` (the float bias too; boolean padding keeps its dtype);
+        q, k, v non-contiguous views when the spec says ``strides``."""
+        q, k, v = self.q.to(device, dtype), self.k.to(device, dtype), self.v.to(device, dtype)
+        if self.spec is not None and self.spec.strides:
+            q, k, v = conventions.strided_views(q, k, v, self.spec.strides)
+        return q, k, v, mask_to(self.mask, device, dtype)
 
 
 def mask_to(m: Mask, device: str | torch.device, dtype: torch.dtype | None = None) -> Mask:
@@ -280,14 +290,15 @@ def fixed_problems(backend: Backend, mask_kind: str, device: str | None = None,
     """
     return list(_fixed_problems(backend.head_dims, backend.equal_head_dims, backend.gqa, mask_kind,
                                 backend.head_dim_multiple, backend.scale, _padded_alignments(backend, mask_kind, device),
-                                get_tier(tier).groups)[0])
+                                get_tier(tier).groups, conventions.of(backend.fn).strided)[0])
 
 
 def undeclared_problems(backend: Backend, tier: str = DEFAULT_TIER) -> list[tuple[str, str]]:
     """``(label, why)`` of the tier's fixed problems outside what ``backend`` declares (a head dim out of its
     range or off its alignment): not run, and listed by ``claims kernel``."""
     return list(_fixed_problems(backend.head_dims, backend.equal_head_dims, backend.gqa, "none",
-                                backend.head_dim_multiple, backend.scale, (), get_tier(tier).groups)[1])
+                                backend.head_dim_multiple, backend.scale, (), get_tier(tier).groups,
+                                conventions.of(backend.fn).strided)[1])
 
 
 def get_tier(name: str) -> Tier:
@@ -310,17 +321,20 @@ def _round_up(d: int, multiple: int) -> int:
     return -(-d // multiple) * multiple
 
 
+# the non-contiguous fixed problems, by label: how q, k, v are laid out (claimcheck.conventions.strided_views)
+STRIDED = {"non-contiguous": "bshd", "packed-qkv": "packed"}
+
 # one seed per fixed problem, by label: a problem is the same tensors in every tier
 _FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
     ("gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3", "tiles-64", "decode", "padding+top-left", "padding+bottom-right",
      f"keys-{LONG_KEYS}", *(f"head-{w}" for w in sorted({*WIDE_HEADS, *SWEEP_HEAD_DIMS})),
-     *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65", "one-key", "batch-3"))}
+     *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65", "one-key", "batch-3", *STRIDED))}
 
 
 @functools.lru_cache(maxsize=None)
 def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool, mask_kind: str, multiple: int = 1,
-                    takes_scale: bool = True, padded_alignments: tuple[str, ...] = (), groups: tuple[str, ...] = ("base",)
-                    ) -> tuple[tuple[AttentionProblem, ...], tuple[tuple[str, str], ...]]:
+                    takes_scale: bool = True, padded_alignments: tuple[str, ...] = (), groups: tuple[str, ...] = ("base",),
+                    strided: bool = True) -> tuple[tuple[AttentionProblem, ...], tuple[tuple[str, str], ...]]:
     """``(problems, undeclared)``: the problems every case of ``backend`` sees in a tier of ``groups``
     (labels name them in verdicts), and ``(label, why)`` of those outside the declared head dims.
 
@@ -332,7 +346,9 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     q rescaled so the largest allowed score is 110; ``scale-0.3``: 2 over 1, 7 x 11, the caller's
     scale 0.3 (left out when the kernel declares no ``scale`` argument). In the key-padding case,
     ``padding+top-left`` and ``padding+bottom-right`` (the shape of ``gqa-4/2``) add each declared
-    causal alignment to the padding.
+    causal alignment to the padding. ``non-contiguous``: B = 2, 4 over 2 heads, 9 x 20, q, k, v transposed
+    views of (B, n, H, d) storage; ``packed-qkv``: 2 heads, 13 x 13, q, k, v views of one (B, n, 3, H, d)
+    tensor (both with the last dim contiguous; listed as undeclared for a kernel declared contiguous only).
 
     Group ``kernel-scale``: ``tiles-64``: one head, n_q = 77 > n_k = 71 (71 > 77 for bottom-right
     causal), keys and queries across a 64-wide tile; ``decode``: one head, one query against 130 keys
@@ -368,6 +384,8 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
                    ("large-logits", 1, 2, 1, 19, 19, d, d, LARGE_LOGIT, None, None),
                    ("scale-0.3", 1, 2, 1, 7, 11, d, d_v, None, SCALE, None)]
         shapes += [(f"padding+{a}", 1, 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]
+        shapes += [("non-contiguous", 2, 4, 2, 9, 20, d, d_v, None, None, None),
+                   ("packed-qkv", 1, 2, 2, 13, 13, d, d, None, None, None)]
     if "kernel-scale" in groups:
         shapes += [("tiles-64", 1, 1, 1, long_q, long_k, d, d, None, None, None),
                    ("decode", 1, 1, 1, 1, 130, d, d_v, None, None, None),
@@ -387,12 +405,15 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
                                                                         and causal not in padded_alignments):
             continue
         seen.add(label)
+        if label in STRIDED and not strided:
+            undeclared.append((label, "non-contiguous q, k, v: the kernel is declared contiguous only"))
+            continue
         if label.startswith("head-") and not (lo <= dk <= hi and dk % multiple == 0):
             undeclared.append((label, f"head dim {dk} outside the declared {lo}..{hi}"
                                       + (f" in steps of {multiple}" if multiple > 1 else "")))
             continue
         spec = ProblemSpec(mask_kind, b, h_q, h_kv if gqa else h_q, nq, nk, dk, dv, seed=_FIXED_SEEDS[label],
-                           max_logit=big, scale=scale, causal=causal)
+                           max_logit=big, scale=scale, causal=causal, strides=STRIDED.get(label))
         problems.append(make_problem(spec, label=label))
     return tuple(problems), tuple(undeclared)
 
@@ -560,7 +581,9 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
         if not isinstance(a, torch.Tensor) or a.shape != o.shape or a.dtype != dtype:
             got = f"{tuple(a.shape)} {dtype_name(a.dtype)}" if isinstance(a, torch.Tensor) else type(a).__name__
             checks.append(Check(part, math.inf, 0.0, 0.0, c, math.inf, False,
-                                f"{part}: wrong shape or dtype: got {got}, expected {tuple(o.shape)} {dtype_name(dtype)}"))
+                                f"{part}: wrong shape or dtype: got {got}, expected {tuple(o.shape)} {dtype_name(dtype)}"
+                                + (conventions.shape_hint(tuple(a.shape), tuple(o.shape)) if isinstance(a, torch.Tensor)
+                                   else "")))
             continue
         checks.append(within_reference_error(a, o, n, c, part, floor_ulps=FLOOR_ULPS, scale=terms[part],
                                              extra_floor=recompute_floor(terms, part)))
@@ -840,6 +863,8 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
         except Exception as exc:  # noqa: BLE001
             result.status, result.error, result.failing = "error", exc, problem
             result.message = f"{type(exc).__name__}: {exc}"
+            result.failed_checks.append(f"{problem.label}:error")
+            result.diagnosis = convention_diagnosis(backend.fn, case.dtype, problem, case.device)
             return result
         bad = [c for c in checks if not c.ok]
         result.failed_checks += [f"{problem.label}:{c.part}" for c in bad]
@@ -934,7 +959,7 @@ def tier_counts(backend: Backend, device: str = "cpu", dtypes=None, masks=None, 
 
 
 CAPABILITY_KEYS = ("devices", "dtypes", "masks", "gqa", "backward", "head_dims", "equal_head_dims", "fully_masked",
-                   "head_dim_multiple", "declines", "scale", "deterministic")
+                   "head_dim_multiple", "declines", "scale", "deterministic", *conventions.KEYS)
 
 
 def load_function(spec: str) -> Callable:
@@ -989,6 +1014,7 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
     refuses = declared.get("declines")
     if refuses is not None and not callable(refuses):
         raise ValueError(f"declines={refuses!r}: expected a function (q, k, v, mask, backward) -> reason or None")
+    fn = conventions.adapt(fn, conventions.Conventions.from_declaration(declared), name)  # layout, padding, output
     backward, note = declared.get("backward"), ""
     if backward is None:  # not declared: checked whenever autograd reaches the inputs through the kernel
         backward, note = probe_backward(fn, devices[0], sorted(dtypes, key=str)[0] if torch.float32 not in dtypes
@@ -1051,6 +1077,8 @@ def repro(spec: str, backend: Backend, case: Case, problem: AttentionProblem | N
     line = f"claims kernel {spec} --device {case.device} --dtype {dtype_name(case.dtype)} --mask {case.mask}"
     if ":" in spec and backend.devices[case.device].backward:
         line += " --backward"
+    if conventions.of(backend.fn).options():
+        line += " " + conventions.of(backend.fn).options()
     if problem is not None and problem.spec is not None:
         line += f" --problem '{problem.spec}'"
     elif tier != DEFAULT_TIER:
@@ -1072,6 +1100,7 @@ def run_problem(backend: Backend, case: Case, spec: ProblemSpec) -> CaseResult:
         checks = check_problem(backend.fn, case.dtype, problem, backward, case.device, backend.deterministic)
     except Exception as exc:  # noqa: BLE001
         result.status, result.error, result.failing, result.message = "error", exc, problem, f"{type(exc).__name__}: {exc}"
+        result.diagnosis = convention_diagnosis(backend.fn, case.dtype, problem, case.device)
         return result
     result.problems = 1
     result.checks = [(problem, c) for c in checks]
@@ -1086,11 +1115,28 @@ def run_problem(backend: Backend, case: Case, spec: ProblemSpec) -> CaseResult:
 
 
 def _diagnosis(backend: Backend, case: Case, problem: AttentionProblem) -> str | None:
-    """:func:`diagnose`, where a crash of the extra call (or of an alternative) is no diagnosis."""
+    """:func:`convention_diagnosis`, then :func:`diagnose`, where a crash of the extra call (or of an
+    alternative) is no diagnosis."""
+    found = convention_diagnosis(backend.fn, case.dtype, problem, case.device)
+    if found:
+        return found
     try:
         return diagnose(backend.fn, case.dtype, problem, case.device)
     except Exception:  # noqa: BLE001  the verdict stands without it
         return None
+
+
+def convention_diagnosis(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, device: str = "cpu") -> str | None:
+    """For a kernel that failed or crashed on ``problem``: the first other calling convention
+    (:func:`claimcheck.conventions.alternatives`: layout, output layout, padding, output index) under which
+    the same function passes every check of the problem, named with the declaration that selects it."""
+    for label, other in conventions.alternatives(fn):
+        try:
+            if all(c.ok for c in check_problem(other, dtype, problem, False, device)):
+                return f"the reference when called with {label}"
+        except Exception:  # noqa: BLE001  not this convention
+            continue
+    return None
 
 
 # ---- what a failing kernel computes instead ---------------------------------------------------------

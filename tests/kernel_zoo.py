@@ -31,7 +31,8 @@ class Wrong:
     fn: Callable
     bug: str
     case: str  # e.g. "float32-causal-top-left"
-    check: str  # e.g. "gqa-4/2:out", "large-logits:out", "fully-masked-key-padding"
+    check: str  # e.g. "gqa-4/2:out", "large-logits:out", "fully-masked-key-padding", "gqa-4/2:error" (it crashed)
+    diagnosis: str = ""  # what the verdict must say the kernel does instead (a part of it), when it can say
 
 
 def _heads(q, k, v):
@@ -369,6 +370,35 @@ def first_heads_sink_for_all(q, k, v, scale=None, mask=None):
     return torch.softmax(torch.cat([s, sink], -1).float(), -1)[..., :-1].to(v.dtype) @ v
 
 
+def bshd_layout(q, k, v, scale=None, mask=None):
+    """A kernel that takes (B, n, H, d), as flash-attn does, checked without declaring it."""
+    return _plain(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale, mask).transpose(1, 2)
+
+
+def bshd_output(q, k, v, scale=None, mask=None):
+    """Takes (B, H, n, d) and returns (B, n, H, d), as transformers' attention functions do."""
+    return _plain(q, k, v, scale, mask).transpose(1, 2)
+
+
+def key_padding_true_means_ignore(q, k, v, scale=None, mask=None):
+    """Reads key padding True as "this key is padding" (nn.MultiheadAttention's key_padding_mask)."""
+    if mask is None or mask.key_padding is None:
+        return _plain(q, k, v, scale, mask)
+    return _plain(q, k, v, scale, _features(mask, key_padding=~mask.key_padding))
+
+
+def returns_out_and_lse(q, k, v, scale=None, mask=None):
+    """Returns ``(out, lse)``, as many fused kernels do, checked as if it returned the tensor."""
+    return _plain(q, k, v, scale, mask), torch.zeros(q.shape[:-1])
+
+
+def ignores_strides(q, k, v, scale=None, mask=None):
+    """Reads q, k, v as if they were contiguous (a raw pointer and its own strides): right on every
+    contiguous input, wrong on a transposed or packed view."""
+    q, k, v = (t.as_strided(t.shape, torch.empty(t.shape).stride(), t.storage_offset()) for t in (q, k, v))
+    return _plain(q, k, v, scale, mask)
+
+
 def _declare(fn: Callable, **caps) -> Callable:
     fn.claims_capabilities = caps
     return fn
@@ -441,4 +471,15 @@ ZOO = [
           "the attention sinks left out of the softmax", "float32-sink", "gqa-4/2:out"),
     Wrong("first-heads-sink-for-all", _declare(first_heads_sink_for_all, **FORWARD, masks=["sink"]),
           "every head uses head 0's sink logit", "float32-sink", "gqa-4/2:out"),
+    Wrong("bshd-layout", _declare(bshd_layout, **FORWARD), "takes (B, n, H, d), layout not declared", "float32-none",
+          "gqa-4/2:error", "--layout bshd"),
+    Wrong("bshd-output", _declare(bshd_output, **FORWARD), "returns (B, n, H, d), output layout not declared",
+          "float32-none", "gqa-4/2:out", "--out-layout bshd"),
+    Wrong("key-padding-true-means-ignore", _declare(key_padding_true_means_ignore, **FORWARD),
+          "key padding True read as ignore, padding convention not declared", "float32-key-padding", "gqa-4/2:out",
+          "--padding true-means-ignore"),
+    Wrong("returns-out-and-lse", _declare(returns_out_and_lse, **FORWARD),
+          "returns (out, lse), output index not declared", "float32-none", "gqa-4/2:error", "--output-index 0"),
+    Wrong("ignores-strides", _declare(ignores_strides, **FORWARD), "reads non-contiguous q, k, v as contiguous",
+          "float32-none", "non-contiguous:out"),
 ]

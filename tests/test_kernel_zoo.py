@@ -29,10 +29,13 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.i
                                                                 reason="the zoo on CUDA needs CUDA; this machine has none"))]
 
 
-def _rejections(backend, device: str = "cpu", **narrow) -> dict[str, list[str]]:
-    """``case name -> failing checks`` of the zoo matrix (one drawn example a case, unshrunk)."""
+def _rejections(backend, device: str = "cpu", diagnoses: dict | None = None, **narrow) -> dict[str, list[str]]:
+    """``case name -> failing checks`` of the zoo matrix (one drawn example a case, unshrunk); ``diagnoses``,
+    when given, gets ``case name -> what the verdict says the kernel does instead``."""
     results, _ = kernel.run_matrix(backend, device, narrow.get("dtypes", ZOO_DTYPES), narrow.get("masks"),
                                    examples=1, base_seed=0, shrink=False)
+    if diagnoses is not None:
+        diagnoses.update({r.case.name: r.diagnosis or "" for r in results if not r.ok})
     return {r.case.name: (r.failed_checks or [f"error: {r.message}"]) for r in results if not r.ok}
 
 
@@ -41,12 +44,16 @@ def test_every_zoo_kernel_is_rejected_by_the_check_aimed_at_its_bug(device):
     assert len(ZOO) >= 12 and len({w.name for w in ZOO}) == len(ZOO)
     rows, missed = [], []
     for wrong in ZOO:
-        rejected = _rejections(kernel.declared_backend(wrong.fn, wrong.name, device), device)
+        diagnoses: dict[str, str] = {}
+        rejected = _rejections(kernel.declared_backend(wrong.fn, wrong.name, device), device, diagnoses)
         caught = wrong.check in rejected.get(wrong.case, [])
         rows.append({"kernel": wrong.name, "bug": wrong.bug, "case": wrong.case, "check": wrong.check,
                      "caught": caught, "rejected": bool(rejected), "failing_cases": sorted(rejected)})
         if not caught:
             missed.append(f"{wrong.name}: expected {wrong.case} / {wrong.check}; failing: {rejected}")
+        elif wrong.diagnosis not in diagnoses.get(wrong.case, ""):  # the verdict names what it does instead
+            missed.append(f"{wrong.name}: {wrong.case} diagnosed {diagnoses.get(wrong.case)!r}, expected "
+                          f"{wrong.diagnosis!r}")
     out = ROOT / "results" / ("kernel-zoo.json" if device == "cpu" else f"kernel-zoo-{device}.json")
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"kernels": rows, "total": len(rows), "killed": sum(r["caught"] for r in rows),
@@ -78,8 +85,18 @@ def test_the_report_shows_the_kill_rates_saved_by_the_zoo_and_the_mutants(tmp_pa
     from claimcheck.backends_status import strength
     from claimcheck.html import _strength
 
-    assert strength(tmp_path) == {"zoo": None, "mutants": None}
+    assert strength(tmp_path) == {"zoo": None, "mutants": None, "gallery": None}
     assert "not measured" in _strength(strength(tmp_path))
+    (tmp_path / "kernel-gallery").mkdir()
+    (tmp_path / "kernel-gallery" / "sdpa.json").write_text(json.dumps({
+        "kernel": "sdpa", "command": "claims kernel impl.gallery:sdpa", "accepted": True, "summary": "6 of 6 cases passed",
+        "diagnosis": None}))
+    (tmp_path / "kernel-gallery" / "top-left.json").write_text(json.dumps({
+        "kernel": "top-left", "command": "claims kernel x", "accepted": False, "summary": "0 of 1 cases passed",
+        "diagnosis": "bottom-right causal alignment (declared top-left)"}))
+    gallery = _strength(strength(tmp_path))
+    assert "<th>sdpa</th><td>accepted</td>" in gallery and "<th>top-left</th><td>REJECTED</td>" in gallery
+    assert "the output matches: bottom-right causal alignment (declared top-left)" in gallery
     (tmp_path / "kernel-zoo.json").write_text(json.dumps({"kernels": [
         {"kernel": "gqa-modulo", "bug": "h % H_kv", "case": "float32-none", "check": "gqa-4/2:out", "caught": True},
         {"kernel": "other", "bug": "b", "case": "float32-none", "check": "drawn:out", "caught": False}]}))
