@@ -295,9 +295,15 @@ def _row_masks(n_q: int, n_k: int, seed: int) -> torch.Tensor:
 
 
 @pytest.mark.claim("attention.transformerblock-mask-neg1e9")
+@pytest.mark.parametrize("every_key_masked_in_row_0", [pytest.param(False, id="a-key-kept-per-row"), pytest.param(
+    True, id="row-0-fully-masked", marks=control("every masked key taken to get weight 0, as the claim says, in a row "
+                                                 "that keeps no key", models="attention.transformerblock-mask-neg1e9"))])
 @given(s=logit_matrices(bound=50.0), seed=st.integers(0, 2**16), dtype=st.sampled_from([torch.float64, torch.float32]))
-def test_neg1e9_fill_gives_masked_keys_exactly_zero_weight_when_a_row_keeps_a_key(s, seed, dtype):
+def test_neg1e9_fill_gives_masked_keys_exactly_zero_weight_when_a_row_keeps_a_key(every_key_masked_in_row_0, s, seed,
+                                                                                  dtype):
     mask = _row_masks(*s.shape, seed)
+    if every_key_masked_in_row_0:
+        mask[0] = 0
     a = _printed_masking(s.to(dtype), mask)
     expected = torch.softmax(s.masked_fill(mask == 0, -math.inf), dim=-1)
     eps = torch.finfo(dtype).eps
@@ -347,12 +353,16 @@ def _mha_with_weights(d_model: int, heads: int, seed: int):
 
 
 @pytest.mark.claim("multi-head.snippet-mask-zero-means-masked")
+@pytest.mark.parametrize("diagonal", [pytest.param(0, id="causal"), pytest.param(
+    -1, id="first-row-fully-masked", marks=control(
+        "every mask == 0 position taken to get weight 0, as the claim says, on a strictly lower-triangular mask whose "
+        "first query keeps no key", models="multi-head.snippet-mask-zero-means-masked"))])
 @given(n=st.integers(1, 10), heads=st.sampled_from([1, 2]), seed=st.integers(0, 2**16), j=st.integers(0, 9))
-def test_printed_multi_head_mask_zeroes_masked_weights_and_causal_mask_hides_the_future(n, heads, seed, j):
+def test_printed_multi_head_mask_zeroes_masked_weights_and_causal_mask_hides_the_future(diagonal, n, heads, seed, j):
     module, caught = _mha_with_weights(4, heads, seed)
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn((1, n, 4), generator=gen, dtype=torch.float64)
-    causal = torch.tril(torch.ones((n, n), dtype=torch.long))  # (n, n) broadcasts over (B, h, n, n)
+    causal = torch.tril(torch.ones((n, n), dtype=torch.long), diagonal)  # (n, n) broadcasts over (B, h, n, n)
     out = module(x, x, x, causal)
     weights = caught["weights"]
     claim_assert(bool((weights[..., causal == 0] == 0).all()), "a masked (future) key got weight", n=n, weights=weights)
@@ -420,17 +430,25 @@ def _split_heads_without_transpose(t: torch.Tensor, heads: int) -> torch.Tensor:
                                models="attention.transformerblock-comment-qkv-three-matmuls")),
     pytest.param(_split_heads, False, id="no-residual",
                  marks=control("step 4 without its residual: W_o(Y), not x + W_o(Y)",
-                               models="attention.transformerblock-comment-output-projection-residual"))])
+                               models="attention.transformerblock-comment-output-projection-residual")),
+    pytest.param(None, True, id="line-67-as-printed",
+                 marks=control("step 2 taken to compute the attention as printed: line 67 left as `if mask is not_mask "
+                               "is not None:`", models="attention.transformerblock-comment-scores-qr"))])
 @given(n=st.integers(1, 6), heads=st.sampled_from([1, 2, 4]), seed=st.integers(0, 2**16))
 def test_transformer_block_steps_compute_projections_attention_and_residuals(split, residual, n, heads, seed):
     d_model = 8
     torch.manual_seed(seed)
-    block = _printed_block(bypass_line_67=True)(d_model, heads, 16).double().eval()  # eval: dropout off
+    # split None: the block as printed, line 67 not bypassed (the standard head split otherwise)
+    block = _printed_block(bypass_line_67=split is not None)(d_model, heads, 16).double().eval()  # eval: dropout off
+    split = split or _split_heads
     calls = Counter()
     for name in ("W_q", "W_k", "W_v", "W_o"):
         getattr(block, name).register_forward_hook(lambda mod, i, o, name=name: calls.update([name]))
     x = torch.randn((2, n, d_model), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    out = block(x)
+    try:
+        out = block(x)
+    except NameError as exc:  # the printed line 67 evaluates the undefined name not_mask
+        claim_assert(False, "step 2 never completes: the block's forward raises", error=str(exc))
     counted = dict(calls)
     q, k, v = (split(x @ getattr(block, name).weight.T, heads) for name in ("W_q", "W_k", "W_v"))  # (B, h, n, d_k)
     y = attention(q, k, v).transpose(1, 2).reshape(2, n, d_model)  # softmax(Q K^T / sqrt(d_k)) V, heads concatenated
@@ -539,8 +557,12 @@ def test_a_sequential_block_is_a_weighted_average_plus_a_function_of_the_own_sta
 
 
 @pytest.mark.claim("attention.index-consensus-propagation-update")
+@pytest.mark.parametrize("sequential", [pytest.param(False, id="parallel"), pytest.param(
+    True, id="sequential", marks=control("the sequential block of linear-algebra.txt line 24, x_1 = x + A x, "
+                                         "x_2 = x_1 + FFN(x_1), which the claim's 'a layer' includes",
+                                         models="attention.index-consensus-propagation-update"))])
 @given(n=st.integers(1, 6), seed=st.integers(0, 2**16))
-def test_a_parallel_block_without_value_projection_is_consensus_propagation(n, seed):
+def test_a_parallel_block_without_value_projection_is_consensus_propagation(sequential, n, seed):
     """x' = x + A x + FFN(x) = sum_j A_ij x_j + F(x_i) with F = identity + FFN (GPT-J style block, W_V W_O = I)."""
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn((n, 4), generator=gen, dtype=torch.float64)
@@ -548,6 +570,9 @@ def test_a_parallel_block_without_value_projection_is_consensus_propagation(n, s
     ffn = lambda t: torch.tanh(t) * 2  # noqa: E731  any token-wise map
     a = attention_weights(x @ w_q, x @ w_k)
     block = x + attention(x @ w_q, x @ w_k, x) + ffn(x)
+    if sequential:
+        x1 = x + attention(x @ w_q, x @ w_k, x)
+        block = x1 + ffn(x1)
     consensus = torch.stack([sum(a[i, j] * x[j] for j in range(n)) + (x[i] + ffn(x[i])) for i in range(n)])
     # n-term sums sum_j A_ij x_j in two orders and two additions, on terms of size A |x| + |x| + |FFN(x)|
     tol = (n + 2) * EPS64 * (a @ x.abs() + x.abs() + ffn(x).abs()).max().item()
@@ -613,8 +638,11 @@ def test_abella_pmlr_267_is_a_2026_paper():
 
 
 @pytest.mark.claim("attention.index-cite-abella-consensus-pmlr267-listed-2026")
-def test_every_dated_mention_of_pmlr_267_in_the_corpus_says_2025():
+@pytest.mark.parametrize("year", [pytest.param(2025, id="2025"), pytest.param(
+    2026, id="2026", marks=control("the index's heading year, 2026, for PMLR 267",
+                                   models="attention.index-cite-abella-consensus-pmlr267-listed-2026"))])
+def test_every_dated_mention_of_pmlr_267_in_the_corpus_says_2025(year):
     datings = _pmlr_267_years(_sources())
     record("corpus datings of PMLR 267", {k: sorted(v) for k, v in datings.items()})
-    claim_assert(datings and all(years == {2025} for years in datings.values()),
+    claim_assert(datings and all(years == {year} for years in datings.values()),
                  "the corpus does not consistently date PMLR 267 to 2025", datings={k: sorted(v) for k, v in datings.items()})

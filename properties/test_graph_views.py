@@ -11,10 +11,10 @@ Both layers are written out here from those formulas; nothing is trained.
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, control, record, refutes
 
 PATH3 = torch.tensor([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=torch.float64)  # the path 1 - 2 - 3
 
@@ -51,9 +51,13 @@ def test_gnn_edge_weights_are_fixed_by_the_input_graph():
 
 
 @pytest.mark.claim("attention.la-gnn-static-vs-transformer-dynamic-graph")
+@pytest.mark.parametrize("fixed_layer", [pytest.param("gcn", id="gcn-fixed"), pytest.param(
+    "gat", id="gat-fixed", marks=control("a graph-attention layer taken to weight its edges by the graph alone, as the "
+                                         "claim takes every GNN", models="attention.la-gnn-static-vs-transformer-dynamic-graph"))])
 @given(n=st.integers(2, 7), seed=st.integers(0, 2**16))
+@example(n=3, seed=0)  # a graph with edges, so a feature-dependent weighting shows (an edgeless one has only self-loops)
 @settings(max_examples=30)
-def test_gnn_neighbourhoods_are_given_and_only_graph_attention_reweights_them(n, seed):
+def test_gnn_neighbourhoods_are_given_and_only_graph_attention_reweights_them(fixed_layer, n, seed):
     gen = torch.Generator().manual_seed(seed)
     adj = (torch.rand((n, n), generator=gen) < 0.5).double().triu(1)
     adj = adj + adj.T
@@ -61,7 +65,8 @@ def test_gnn_neighbourhoods_are_given_and_only_graph_attention_reweights_them(n,
     w, att = torch.randn((3, 3), generator=gen, dtype=torch.float64), torch.randn((6,), generator=gen, dtype=torch.float64)
     neighbours = (adj + torch.eye(n, dtype=torch.float64)) > 0
     # GCN: the weights are the graph's, whatever the features (the same arithmetic: bit-for-bit equal)
-    claim_assert(torch.equal(_gcn_weights(adj, h), _gcn_weights(adj, moved)), "GCN weights depend on the features")
+    fixed = _gcn_weights if fixed_layer == "gcn" else lambda adj, feats: _gat_weights(adj, feats, w, att)
+    claim_assert(torch.equal(fixed(adj, h), fixed(adj, moved)), "GCN weights depend on the features", layer=fixed_layer)
     for feats in (h, moved):
         g = _gat_weights(adj, feats, w, att)
         # GAT: every weight off the given neighbourhood is exactly 0 (exp(-inf)), rows sum to 1 up to n roundings

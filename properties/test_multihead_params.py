@@ -45,8 +45,18 @@ def test_qkv_projection_weights_are_98304():
 
 
 @pytest.mark.claim("multi-head.param-count-wqkv-value")
-def test_qkv_projection_weights_are_786432():
-    claim_assert(_counts()["qkv_weights"] == 786_432, "the corrected figure 3 x 8 x 512 x 64 = 786,432 is wrong")
+@pytest.mark.parametrize("figure", [pytest.param(786_432, id="786432"), pytest.param(
+    98_304, id="98304", marks=control("the printed figure 3 x 512 x 64 = 98,304, the factor h = 8 dropped",
+                                      models="multi-head.param-count-wqkv-value"))])
+def test_qkv_projection_weights_are_786432(figure):
+    counts = _counts()
+    claim_assert(counts["qkv_weights"] == figure, "the corrected figure 3 x 8 x 512 x 64 = 786,432 is wrong",
+                 counted=counts["qkv_weights"], figure=figure)
+    # one head's W_Q^i, W_K^i, W_V^i are d_k rows each of the stacked (3 d_model, d_model) weight: 3 x 64 x 512
+    one_head = _module().in_proj_weight.view(3, H, D_K, D_MODEL)[:, 0].numel()
+    claim_assert(one_head == 98_304 and counts["qkv_biases"] == 1_536,
+                 "98,304 is not one head's count, or the biases are not 3 x 512", one_head=one_head,
+                 biases=counts["qkv_biases"])
 
 
 @pytest.mark.claim("multi-head.param-count-wo")

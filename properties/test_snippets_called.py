@@ -199,27 +199,45 @@ def test_printed_multi_head_attention_runs_masked_in_half_precision():
     claim_assert(_shape(out) == (1, 2, 512), "the output is not (B, n, d_model)", shape=_shape(out))
 
 
+def _float16_masked(claim_id: str) -> Any:
+    """The control of a correction that excepts masked float16 calls: the masked float16 call the claim includes."""
+    return control("a masked float16 call, as the claim's 'with or without a mask, in the precisions models are run "
+                   "in' has it: -1e9 does not fit float16", models=claim_id)
+
+
 @pytest.mark.claim("multi-head.snippet-multi-head-attention")
-def test_printed_multi_head_attention_runs_in_bfloat16_masked_and_in_float16_unmasked():
+@pytest.mark.parametrize("half_mask", [pytest.param(None, id="float16-unmasked"), pytest.param(
+    torch.ones(4, 4).tril(), id="float16-masked", marks=_float16_masked("multi-head.snippet-multi-head-attention"))])
+def test_printed_multi_head_attention_runs_in_bfloat16_masked_and_in_float16_unmasked(half_mask):
     mha = _code("multi-head.snippet-multi-head-attention", "MultiHeadAttention")(512, 8).eval()
     x = torch.randn(1, 4, 512, generator=torch.Generator().manual_seed(24))
     with torch.no_grad():
         bf16 = reader_call("mha(x, x, x, mask) in bfloat16",
                            lambda: mha.bfloat16()(*[x.bfloat16()] * 3, torch.ones(4, 4).tril()))
-        half = reader_call("mha(x, x, x) in float16", lambda: mha.half()(*[x.half()] * 3))
+        half = reader_call("mha(x, x, x) in float16", lambda: mha.half()(*[x.half()] * 3, half_mask))
     claim_assert(_shape(bf16) == _shape(half) == (1, 4, 512) and bf16.dtype == torch.bfloat16
                  and half.dtype == torch.float16,
                  "the masked bfloat16 or the unmasked float16 call does not return (B, n, d_model) in its precision",
                  bfloat16=_shape(bf16), float16=_shape(half))
+    # the correction's repair: a fill of the scores' own dtype, torch.finfo(scores.dtype).min, runs masked in float16
+    repaired = mutant_code("multi-head.snippet-multi-head-attention", "-1e9", "torch.finfo(scores.dtype).min")
+    with torch.no_grad():
+        fixed = reader_call("the repaired mha(x, x, x, mask) in float16", lambda: repaired.namespace[
+            "MultiHeadAttention"](512, 8).eval().half()(*[x.half()] * 3, torch.ones(4, 4).tril()))
+    claim_assert(_shape(fixed) == (1, 4, 512) and bool(torch.isfinite(fixed).all()),
+                 "with the finfo(dtype).min fill the masked float16 call still fails", shape=_shape(fixed))
 
 
 @pytest.mark.claim("positional.snippet-positional-encoding")
-def test_printed_positional_encoding_adds_the_sinusoidal_table_to_an_even_width_input():
-    d, n = 512, 10
-    pe = reader_call("PositionalEncoding(512)", lambda: _code("positional.snippet-positional-encoding",
+@pytest.mark.parametrize("d", [pytest.param(512, id="512"), pytest.param(
+    3, id="3", marks=control("an odd width, as the claim's 'for the model width d_model' allows: line 217 fails",
+                             models="positional.snippet-positional-encoding"))])
+def test_printed_positional_encoding_adds_the_sinusoidal_table_to_an_even_width_input(d):
+    n = 10
+    pe = reader_call(f"PositionalEncoding({d})", lambda: _code("positional.snippet-positional-encoding",
                                                                "PositionalEncoding")(d)).eval()
     x = torch.randn(2, n, d, generator=torch.Generator().manual_seed(1))
-    out = reader_call("pe(x) for x (2, 10, 512)", lambda: pe(x))
+    out = reader_call(f"pe(x) for x (2, 10, {d})", lambda: pe(x))
     pos, i = torch.arange(n, dtype=torch.float64)[:, None], torch.arange(0, d, 2, dtype=torch.float64)
     table = torch.stack([torch.sin(pos / 10000 ** (i / d)), torch.cos(pos / 10000 ** (i / d))], -1).flatten(1)  # line 188
     # float32 table: angles up to n, sin/cos of them within ~n float32 ulps; the added x rounds once more
@@ -240,9 +258,12 @@ def _rope_angles(t: int, d: int) -> torch.Tensor:
 
 
 @pytest.mark.claim("rope.snippet-apply-rotary-pos-emb")
-def test_printed_apply_rotary_pos_emb_rotates_b_h_n_d_k_queries_with_half_width_tables():
+@pytest.mark.parametrize("copies", [pytest.param(1, id="half-width"), pytest.param(
+    2, id="full-width", marks=control("the full-width (n, d_k) tables the comment x * cos + (-x2, x1) * sin implies",
+                                      models="rope.snippet-apply-rotary-pos-emb"))])
+def test_printed_apply_rotary_pos_emb_rotates_b_h_n_d_k_queries_with_half_width_tables(copies):
     x = gaussian((2, 8, 6, 64), 2)
-    angles = _rope_angles(6, 64)
+    angles = torch.cat([_rope_angles(6, 64)] * copies, -1)
     fn = _code("rope.snippet-apply-rotary-pos-emb", "apply_rotary_pos_emb")
     out = reader_call("apply_rotary_pos_emb(x, cos, sin), cos/sin (n, d_k/2)", lambda: fn(x, angles.cos(), angles.sin()))
     pairs_in, pairs_out = x.unflatten(-1, (2, 32)).norm(dim=-2), out.unflatten(-1, (2, 32)).norm(dim=-2)
@@ -385,7 +406,9 @@ def test_ndimensional_rope_with_self_pairs_per_dim_builds_but_apply_never_return
 
 
 @pytest.mark.claim("long-context.snippet-critical-attention-scaling")
-def test_printed_critical_attention_scaling_attends_with_sqrt_d_k_f_t():
+@pytest.mark.parametrize("half_mask", [pytest.param(None, id="float16-unmasked"), pytest.param(
+    "causal", id="float16-masked", marks=_float16_masked("long-context.snippet-critical-attention-scaling"))])
+def test_printed_critical_attention_scaling_attends_with_sqrt_d_k_f_t(half_mask):
     d_k, t = 64, 16
     attn = reader_call("CriticalAttentionScaling(64)",
                        lambda: _code("long-context.snippet-critical-attention-scaling", "CriticalAttentionScaling")(d_k))
@@ -399,7 +422,8 @@ def test_printed_critical_attention_scaling_attends_with_sqrt_d_k_f_t():
                  "with the causal mask the first query does not attend to the first key only")
     bf16 = reader_call("attn(q, k, v, causal mask) in bfloat16",
                        lambda: attn(q.bfloat16(), k.bfloat16(), v.bfloat16(), torch.ones(t, t).tril()))
-    half = reader_call("attn(q, k, v) in float16", lambda: attn(q.half(), k.half(), v.half()))
+    half = reader_call("attn(q, k, v) in float16", lambda: attn(q.half(), k.half(), v.half(),
+                                                                None if half_mask is None else torch.ones(t, t).tril()))
     claim_assert(_shape(bf16) == _shape(half) == (2, 4, t, d_k), "the masked bfloat16 or unmasked float16 call fails",
                  bfloat16=_shape(bf16), float16=_shape(half))
 

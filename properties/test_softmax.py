@@ -76,14 +76,23 @@ def test_shifted_exponents_lie_in_closed_unit_interval_with_max_exactly_one(x, d
     claim_assert(bool(torch.isfinite(stable_softmax(x)).all()), "stable softmax is not finite", x=x)
 
 
+def _exponents_kept_in_open_unit_interval(x: torch.Tensor) -> torch.Tensor:
+    """``exp(x - max x)`` held in (0, 1] as line 87 states: never below the smallest positive subnormal."""
+    return shifted_exponents(x).clamp(min=torch.finfo(x.dtype).smallest_normal * torch.finfo(x.dtype).eps)
+
+
 @pytest.mark.claim("softmax.exponents-in-unit-interval")
+@pytest.mark.parametrize("exponents", [pytest.param(shifted_exponents, id="computed"), pytest.param(
+    _exponents_kept_in_open_unit_interval, id="open-interval",
+    marks=control("exponents that stay in (0, 1] as line 87 says, never underflowing to 0",
+                  models="softmax.exponents-in-unit-interval"))])
 @pytest.mark.parametrize("dtype, smallest_subnormal_exponent", [(torch.float64, -1074), (torch.float32, -149)])
 def test_shifted_exponents_underflow_to_zero_exactly_below_ln_of_half_the_smallest_subnormal(
-        dtype, smallest_subnormal_exponent):
+        exponents, dtype, smallest_subnormal_exponent):
     # exp(t) rounds to 0 exactly when it falls below half the smallest subnormal 2^e, i.e. t < (e - 1) ln 2:
     # -745.13 in float64, -103.97 in float32. Probe 1e-3 on either side of that edge.
     edge = (smallest_subnormal_exponent - 1) * math.log(2.0)
-    above, below = (shifted_exponents(torch.tensor([0.0, t], dtype=dtype))[1].item() for t in (edge + 1e-3, edge - 1e-3))
+    above, below = (exponents(torch.tensor([0.0, t], dtype=dtype))[1].item() for t in (edge + 1e-3, edge - 1e-3))
     claim_assert(above > 0 and below == 0.0, "exp(x_i - max x) does not underflow to 0 at (e - 1) ln 2",
                  dtype=str(dtype), edge=edge, just_above=above, just_below=below)
 
@@ -163,10 +172,16 @@ def test_row_formula_on_unscaled_scores_gives_the_attention_matrix(s, d_k):
 
 
 @pytest.mark.claim("softmax.row-wise-normalization-formula")
+@pytest.mark.parametrize("exponent_of", [pytest.param(lambda s, d_k: s / math.sqrt(d_k), id="scaled"), pytest.param(
+    lambda s, d_k: s, id="unscaled-line-52",
+    marks=control("line 52 as printed: exp(S_ij) / sum_k exp(S_ik), the 1 / sqrt(d_k) dropped",
+                  models="softmax.row-wise-normalization-formula"))])
 @given(s=logit_matrices(bound=50.0), d_k=st.integers(1, 64))
-def test_row_formula_on_scaled_scores_is_row_stochastic_and_gives_the_attention_matrix(s, d_k):
+@example(s=torch.tensor([[0.0, 1.0]], dtype=torch.float64), d_k=2)  # the correction's example: 0.269 against 0.330
+def test_row_formula_on_scaled_scores_is_row_stochastic_and_gives_the_attention_matrix(exponent_of, s, d_k):
     scaled = s / math.sqrt(d_k)
-    a = torch.exp(scaled) / torch.exp(scaled).sum(dim=-1, keepdim=True)  # A_ij = exp(S_ij/sqrt d_k) / sum_k ...
+    e = torch.exp(exponent_of(s, d_k))
+    a = e / e.sum(dim=-1, keepdim=True)  # A_ij = exp(S_ij/sqrt d_k) / sum_k ...
     n = s.shape[-1]
     # (n + 2) roundings per entry, as above
     err = (a - stable_softmax(scaled)).abs().max().item()
@@ -215,10 +230,13 @@ def test_torch_softmax_is_finite_and_exact_for_huge_and_tiny_logits(softmax, x, 
 
 
 @pytest.mark.claim("softmax.snippet-stable-softmax")
+@pytest.mark.parametrize("supplied", [pytest.param(True, id="logits-supplied"), pytest.param(
+    False, id="as-printed", marks=control("lines 91-102 run as printed, no `logits` of the reader's: line 102 "
+                                          "raises NameError", models="softmax.snippet-stable-softmax"))])
 @given(logits=logit_matrices())
-def test_printed_snippet_runs_once_the_reader_supplies_logits(logits):
+def test_printed_snippet_runs_once_the_reader_supplies_logits(supplied, logits):
     # the correction: lines 94-99 define a working function; only line 102 needs a `logits` of the reader's
-    run = load_snippet("foundations", 91, 102, bindings={"logits": logits})
+    run = load_snippet("foundations", 91, 102, bindings={"logits": logits} if supplied else {})
     claim_assert(run.ran, "the snippet does not run with logits defined", snippet=run.describe())
     out = run.namespace["stable_softmax"](logits)
     claim_assert(out.shape == logits.shape and bool(torch.isfinite(out).all()),
