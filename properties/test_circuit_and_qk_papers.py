@@ -25,14 +25,19 @@ from claimcheck import claim_assert, control
 
 @pytest.mark.claim("spectral.qk-kappa-training-curve", "spectral.qk-two-phase-training",
                    "spectral.footnote12-qk-localize-section4-training")
+@pytest.mark.parametrize("kappa_of", [pytest.param(lambda lam: max(lam) / sum(lam), id="kappa"), pytest.param(
+    lambda lam: 1.0, id="plateau-kappa-one", marks=control(
+        "the curve's converged kappa = 1.0 given to a spectrum in the paper's localizing regime: Samuelson's bound must "
+        "reject it", models=["spectral.qk-kappa-training-curve", "spectral.qk-two-phase-training",
+                             "spectral.footnote12-qk-localize-section4-training"]))])
 @given(d=st.integers(4, 64), mu=st.floats(0.01, 100.0),
        rel=st.lists(st.floats(-1.0, 1.0), min_size=64, max_size=64), spread=st.floats(0.0, 0.1))
-def test_a_qk_spectrum_of_small_variance_keeps_kappa_far_below_the_plateau_of_one(d, mu, rel, spread):
+def test_a_qk_spectrum_of_small_variance_keeps_kappa_far_below_the_plateau_of_one(kappa_of, d, mu, rel, spread):
     # eigenvalues mu (1 + spread * r_i), r_i in [-1, 1]: the paper's localizing regime (sigma / mu <= 0.1)
     lam = [mu * (1.0 + spread * r) for r in rel[:d]]
     mean = sum(lam) / d
     sigma = math.sqrt(sum((x - mean) ** 2 for x in lam) / d)
-    kappa = max(lam) / sum(lam)
+    kappa = kappa_of(lam)
     bound = 1 / d + (sigma / mean) * math.sqrt(d - 1) / d
     claim_assert(kappa <= bound * (1 + 1e-12), "kappa exceeds Samuelson's bound 1/d + (sigma/mu) sqrt(d - 1)/d",
                  d=d, kappa=kappa, bound=bound)

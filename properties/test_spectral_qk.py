@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert, control, premise, record, refutes
@@ -104,10 +104,14 @@ def test_kappa_of_w_q_w_k_transpose_lies_in_zero_one(wqk):
 @pytest.mark.claim("spectral.kappa-concentration-definition", "spectral.high-dim-kappa-definition-repeat",
                    "spectral.spectral-regularization-controls-kappa", "spectral.init-controls-initial-kappa",
                    "spectral.temperature-controls-spectral-amplification")
+@pytest.mark.parametrize("tied", [pytest.param(True, id="tied-w_q-w_k"), pytest.param(False, id="independent-w_q-w_k", marks=control(
+    "W_QK = W_Q W_K^T with independent W_Q, W_K, the product the definition is stated for: the (0, 1] check must reject "
+    "it", models=["spectral.kappa-concentration-definition", "spectral.high-dim-kappa-definition-repeat"]))])
+@example(seed=5, d=2, scale=2.0)  # independent draws: trace 0.65 > 0, kappa 2.36 > 1
 @given(seed=seeds(), d=st.integers(1, 6), scale=st.floats(1e-3, 1e3))
-def test_kappa_of_a_psd_matrix_is_in_zero_one_and_scale_invariant(seed, d, scale):
+def test_kappa_of_a_psd_matrix_is_in_zero_one_and_scale_invariant(tied, seed, d, scale):
     b = gaussian((d, d), seed)
-    w = b @ b.T  # tied W_Q = W_K: positive semidefinite
+    w = b @ (b if tied else gaussian((d, d), seed + 1)).T  # tied W_Q = W_K: positive semidefinite
     assume(w.trace() > 1e-6)  # kappa = lambda_1 / tr W: a nonzero PSD matrix (B = 0 has no kappa)
     k1, k2 = _kappa(w), _kappa(scale * w)
     # eig of a symmetric W errs by ~ d eps ||W||_2 <= d eps tr W, so kappa by ~ d eps ~ 1e-15: 1e-9 is a wide margin
@@ -141,14 +145,19 @@ def test_monitor_returns_lambda1_over_sum_of_eigenvalues(wqk):
 
 
 @pytest.mark.claim("spectral.qk-monitor-docstring-kappa")
+@pytest.mark.parametrize("monitor", [pytest.param(_monitor_kappa, id="printed-monitor"), pytest.param(
+    lambda w_q, w_k: _kappa(w_q @ w_k.T).real, id="docstring-kappa", marks=control(
+        "the docstring's kappa, lambda_1 / sum lambda_i of W_q W_k^T from eig, in place of what the monitor returns: "
+        "the check must reject it", models=["spectral.qk-monitor-docstring-kappa"]))])
+@example(wqk=(gaussian((3, 2), 7), gaussian((3, 2), 8)))  # a non-symmetric W: the two shares differ
 @given(wqk=qk_projections())
-def test_monitor_returns_the_abs_eigenvalue_share_of_the_lower_triangle_symmetrisation(wqk):
+def test_monitor_returns_the_abs_eigenvalue_share_of_the_lower_triangle_symmetrisation(monitor, wqk):
     w_q, w_k = wqk
     w = w_q @ w_k.T
     sym = torch.tril(w) + torch.tril(w, -1).T  # what eigvalsh (UPLO='L') reads from a non-symmetric input
     mu = torch.linalg.eigvalsh(sym).abs()
     assume(mu.sum() > 1e-9)  # the monitor divides by sum |mu|; W = 0 has no share
-    got = _monitor_kappa(w_q, w_k)
+    got = monitor(w_q, w_k)
     # the monitor runs the same eigvalsh on the same lower triangle: only the order of the sum differs (~ d eps)
     claim_assert(abs(got - (mu.max() / mu.sum()).item()) <= 1e-9, "the monitor is not max|mu| / sum|mu| of "
                  "eigvalsh(tril(W) + tril(W, -1)^T)", w=w, monitor=got)
@@ -228,15 +237,22 @@ def test_flat_qk_spectrum_means_dispersed_attention():
 @pytest.mark.claim("spectral.kappa-to-1-hard-selection", "spectral.concentration-equals-low-entropy",
                    "spectral.flat-spectrum-equals-high-entropy", "spectral.spectral-regularization-controls-kappa",
                    "spectral.qk-localize-iff-spectrum-concentrated")
+@pytest.mark.parametrize("attend", [pytest.param(_attention, id="softmax-x-w-x"), pytest.param(
+    lambda x, w: _attention(x, w / w.norm()), id="scale-blind", marks=control(
+        "attention that, like kappa, ignores the scale of W_QK (softmax of X (W / |W|_F) X^T / sqrt d), as an attention "
+        "set by kappa would: the entropy must fall as W_QK is scaled up",
+        models=["spectral.kappa-to-1-hard-selection", "spectral.concentration-equals-low-entropy",
+                "spectral.flat-spectrum-equals-high-entropy", "spectral.qk-localize-iff-spectrum-concentrated"]))])
 @given(seed=seeds(), s=st.floats(0.01, 10.0), rank_one=st.booleans())
-def test_attention_entropy_depends_on_the_scale_of_w_qk_that_kappa_ignores(seed, s, rank_one):
+def test_attention_entropy_depends_on_the_scale_of_w_qk_that_kappa_ignores(attend, seed, s, rank_one):
     x = gaussian((6, 16), seed)
     w = _rank_one(16, 1.0) if rank_one else torch.eye(16, dtype=torch.float64)
-    h_small, h_large = row_entropy(_attention(x, s * w)).mean(), row_entropy(_attention(x, 2 * s * w)).mean()
-    # d/ds H(softmax(s z)) = -s Var_p(z) <= 0 (test_critical_scaling): doubling the scale never raises entropy; the
-    # entropies (6 terms of size <= ln 6) and the kappas round at ~1e-15, 1e-12 leaves a wide margin
-    claim_assert(h_large <= h_small + 1e-12 and abs(_kappa(s * w) - _kappa(2 * s * w)) <= 1e-12,
-                 "entropy rose with the scale, or kappa moved", s=s, entropy=[h_small, h_large])
+    h_small, h_large = row_entropy(attend(x, s * w)).mean(), row_entropy(attend(x, 2 * s * w)).mean()
+    # d/ds H(softmax(s z)) = -s Var_p(z) < 0 (test_critical_scaling) unless a row's logits are all equal: doubling the
+    # scale lowers the entropy, by ~ 3 s^2 Var / 2 >= ~1e-5 relative near uniform (s >= 0.01) and by O(1) relative when
+    # sharp; the entropies (6 terms) and the kappas round at ~1e-15 relative, so 1e-9 relative and 1e-12 separate them
+    claim_assert(h_large < h_small * (1 - 1e-9) and abs(_kappa(s * w) - _kappa(2 * s * w)) <= 1e-12,
+                 "entropy did not fall with the scale, or kappa moved", s=s, entropy=[h_small, h_large])
 
 
 @pytest.mark.claim("spectral.qk-localize-theorem1-necessary")
@@ -337,15 +353,18 @@ def test_the_printed_monitor_sees_kappa_change_during_long_context_inference():
 
 
 @pytest.mark.claim("spectral.kappa-changes-during-long-context-inference")
+@pytest.mark.parametrize("scaled", [pytest.param(True, id="s-u-uT"), pytest.param(False, id="u-uT", marks=control(
+    "the concentration alone, W_QK = u u^T (kappa = 1) without the large scale s, taken as the signal of collapse: the "
+    "two-key bound must reject it", models=["spectral.kappa-changes-during-long-context-inference"]))])
 @given(seed=seeds(), scale=st.sampled_from([10.0, 1e2, 1e3, 1e4]))
-def test_rank_one_w_qk_at_large_scale_sends_every_query_to_one_of_two_keys(seed, scale):
+def test_rank_one_w_qk_at_large_scale_sends_every_query_to_one_of_two_keys(scaled, seed, scale):
     # logits s b_i b_j / sqrt(d) with b = X u: row i peaks at argmax_j b_j (b_i > 0) or argmin_j b_j (b_i < 0), and
     # its mass off those two keys is at most (n - 2) exp(-s |b_i| g / sqrt(d)), g the gap from that extreme to the
     # next b: as s grows A tends to 1_P e_max^T + 1_N e_min^T, of rank <= 2
     n, d = 16, 8
     x = gaussian((n, d), seed)
     b = x[:, 0]
-    a = _attention(x, _rank_one(d, scale))
+    a = _attention(x, _rank_one(d, scale if scaled else 1.0))
     top, bottom = b.sort(descending=True).values, b.sort().values
     gap = torch.where(b > 0, top[0] - top[1], bottom[1] - bottom[0])
     stray = 1 - a[:, b.argmax()] - a[:, b.argmin()]
@@ -355,25 +374,36 @@ def test_rank_one_w_qk_at_large_scale_sends_every_query_to_one_of_two_keys(seed,
                  "(n - 2) exp(-s |b_i| g / sqrt(d))", seed=seed, scale=scale, stray=stray, bound=bound)
 
 
+def _top_eigenvalue(w: torch.Tensor) -> complex:
+    """lambda_1 alone, without the trace that makes kappa scale invariant (a negative control's concentration)."""
+    return complex(eig(w).real.max().item())
+
+
 @pytest.mark.claim("spectral.spectral-regularization-controls-kappa")
+@pytest.mark.parametrize("concentration", [pytest.param(_kappa, id="kappa"), pytest.param(_top_eigenvalue, id="lambda-1", marks=control(
+    "a concentration that rescaling moves (lambda_1 without the trace), what sigmaReparam would need to control: the "
+    "invariance check must reject it", models=["spectral.spectral-regularization-controls-kappa"]))])
 @given(wqk=qk_projections(), gamma=st.floats(0.1, 10.0))
-def test_spectral_reparametrisation_leaves_kappa_unchanged(wqk, gamma):
+def test_spectral_reparametrisation_leaves_kappa_unchanged(concentration, wqk, gamma):
     w_q, w_k = wqk
     w = w_q @ w_k.T
     lam1 = eig(w).real.max().item()
     assume(abs(w.trace().item()) > 1e-3 * spectral_norm(w).item() and lam1 > 1e-3 * spectral_norm(w).item())
     # sigmaReparam (Zhai et al. 2023) reparametrises each projection as gamma W / sigma_max(W): W_QK is only rescaled
     w_re = (gamma * w_q / spectral_norm(w_q)) @ (gamma * w_k / spectral_norm(w_k)).T
-    before, after = _kappa(w), _kappa(w_re)
+    before, after = concentration(w), concentration(w_re)
     # lambda_1 and tr W are >= 1e-3 ||W||_2 and err by ~ d eps ||W||_2: kappa to ~ 1e3 d eps relative; 1e-9 is a margin
     claim_assert(abs(before - after) <= 1e-9 * max(1.0, abs(before)), "sigmaReparam changed kappa",
                  kappa_before=[before.real, before.imag], kappa_after=[after.real, after.imag], gamma=gamma)
 
 
 @pytest.mark.claim("spectral.init-controls-initial-kappa")
-def test_initial_kappa_depends_on_the_structure_of_the_initialisation_not_its_scale():
+@pytest.mark.parametrize("concentration", [pytest.param(_kappa, id="kappa"), pytest.param(_top_eigenvalue, id="lambda-1", marks=control(
+    "a concentration the initialisation's scale would set (lambda_1 without the trace): the scale check must reject "
+    "it", models=["spectral.init-controls-initial-kappa"]))])
+def test_initial_kappa_depends_on_the_structure_of_the_initialisation_not_its_scale(concentration):
     g_q, g_k = gaussian((16, 4), 28), gaussian((16, 4), 29)
-    small, large = _kappa((0.02 * g_q) @ (0.02 * g_k).T), _kappa(g_q @ g_k.T)
+    small, large = concentration((0.02 * g_q) @ (0.02 * g_k).T), concentration(g_q @ g_k.T)
     # eig of c W vs W: rounding ~ d eps relative, far below 1e-9
     claim_assert(abs(small - large) <= 1e-9 * max(1.0, abs(large)), "rescaling the initialisation (std 0.02 vs 1) "
                  "changed kappa", kappa_std_002=[small.real, small.imag], kappa_std_1=[large.real, large.imag])
@@ -633,13 +663,23 @@ def test_row_entropy_is_at_most_c_times_one_minus_kappa_plus_log_n():
                  "negative while the row entropy is >= 0", cases=cases)
 
 
+def _theorem_2_bound_past_kappa_one(n: int) -> float:
+    """C (1 - kappa) + ln n at C = 1 and kappa = 1 / delta, delta = C / (2 (C + ln n)): -C - ln n (a non-PSD W_QK)."""
+    c = 1.0
+    return c * (1 - 2 * (c + math.log(n)) / c) + math.log(n)
+
+
 @pytest.mark.claim("spectral.high-dim-entropy-bound")
+@pytest.mark.parametrize("bound", [pytest.param(math.log, id="ln-n"), pytest.param(
+    _theorem_2_bound_past_kappa_one, id="theorem-2-at-kappa-over-1", marks=control(
+        "Theorem 2's bound C (1 - kappa) + ln n at kappa = 1 / delta > 1, which W_QK = diag(1, -(1 - delta), 0, ...) "
+        "reaches: the entropy check must reject it", models=["spectral.high-dim-entropy-bound"]))])
 @given(a=real_matrices(1, 8, 20.0, square=True).map(stable_softmax))
-def test_row_entropy_never_exceeds_log_n(a):
+def test_row_entropy_never_exceeds_log_n(bound, a):
     n = a.shape[-1]
     # n terms -p log p (p rounded once, the log and product twice) and the n-term sum: (n + 4) u (ln n + 1)
-    claim_assert(bool((row_entropy(a) <= math.log(n) + (n + 4) * 2.0**-52 * (math.log(n) + 1)).all()),
-                 "a row has entropy above ln n", a=a)
+    claim_assert(bool((row_entropy(a) <= bound(n) + (n + 4) * 2.0**-52 * (math.log(n) + 1)).all()),
+                 "a row has entropy above the bound (ln n)", a=a, bound=bound(n))
 
 
 @pytest.mark.claim("spectral.high-dim-scaled-logits-m-over-d")
@@ -656,15 +696,19 @@ def test_m_concentrates_to_a_covariance_matrix():
 
 
 @pytest.mark.claim("spectral.high-dim-scaled-logits-m-over-d")
-def test_m_of_a_psd_w_qk_concentrates_to_trace_over_d_times_identity():
+@pytest.mark.parametrize("power", [pytest.param(2.0, id="M"), pytest.param(1.5, id="logits-sqrt-d-M", marks=control(
+    "the logits X W X^T / sqrt(d) = sqrt(d) M that A uses, whose off-diagonal entries keep a random O(1) spread (no "
+    "deterministic limit): the d^-1/2 concentration check must reject them",
+    models=["spectral.high-dim-scaled-logits-m-over-d"]))])
+def test_m_of_a_psd_w_qk_concentrates_to_trace_over_d_times_identity(power):
     ds, draws, fluct = [16, 64, 256, 1024], 6, []
     for d in ds:
         b = gaussian((d, d), 37 + d)
         w = b @ b.T / d  # W_QK = W_Q W_K^T with tied W_Q = W_K = B / sqrt(d): PSD, tr W / d ~ 1
-        level = w.trace().item() / d
+        level = w.trace().item() / d * d ** (2 - power)
         for i in range(draws):
             xb = gaussian((4, d), 1000 * d + i) @ b
-            m = xb @ xb.T / d**2  # X W X^T / d, a Gram matrix: PSD at every d
+            m = xb @ xb.T / d**power  # X W X^T / d (power 2), a Gram matrix: PSD at every d
             # the Gram's d-term sums round by d u max|M| (the max is on the diagonal), eigvalsh by 16 * 4 eps ||M||_2
             claim_assert(torch.linalg.eigvalsh(m).min().item() >= -64 * d * 2.0**-52 * m.abs().max().item(),
                          "M of a PSD W_QK is not positive semidefinite", d=d)
@@ -757,14 +801,19 @@ def test_printed_effective_kernel_is_a_scalar_kernel():
 
 
 @pytest.mark.claim("spectral.high-dim-effective-kernel")
+@pytest.mark.parametrize("feature_map", [pytest.param(lambda half, u, x2: half @ u.T @ x2, id="linear"), pytest.param(
+    lambda half, u, x2: torch.exp(-0.5 * x2 * x2), id="characteristic-function", marks=control(
+        "Phi taken as the characteristic function of the input law, coordinate by coordinate (exp(-x'_i^2 / 2) for "
+        "N(0, 1) inputs) so that the printed form is a number: the exact-kernel check must reject it",
+        models=["spectral.high-dim-effective-kernel"]))])
 @given(seed=seeds(), d=st.integers(1, 8))
-def test_kernel_with_the_linear_feature_map_is_the_exact_attention_kernel(seed, d):
+def test_kernel_with_the_linear_feature_map_is_the_exact_attention_kernel(feature_map, seed, d):
     b = gaussian((d, d), seed)
     w = b @ b.T  # PSD, so Lambda^(1/2) is real
     lam, u = torch.linalg.eigh(w)
     x, x2 = gaussian((d,), seed + 1), gaussian((d,), seed + 2)
     half = torch.diag(lam.clamp(min=0).sqrt())
-    feature = half @ u.T @ x2  # the map x' -> Lambda^(1/2) U^T x' that makes the printed form exact
+    feature = feature_map(half, u, x2)  # x' -> Lambda^(1/2) U^T x' makes the printed form exact
     # eigh is backward stable (~ d eps ||W||); the bilinear forms are O(d ||W|| |x| |x'|): 1e-10 relative is ample.
     # Negative eigenvalues clamped at 0 are rounding-size (W is PSD), contributing ~ d eps ||W|| as well
     lhs, rhs = (x @ u @ half @ feature).item(), (x @ w @ x2).item()
@@ -806,15 +855,20 @@ def test_the_initialisation_scale_sets_the_initial_kappa():
 
 
 @pytest.mark.claim("spectral.table-qk-concentration-causes-localization")
+@pytest.mark.parametrize("kappa_of", [pytest.param(lambda lam: lam.max().item() / lam.sum().item(), id="kappa"), pytest.param(
+    lambda lam: 1.0, id="kappa-one", marks=control(
+        "the chapter's reading, concentration as kappa -> 1, given to the paper's bunched spectrum: the Samuelson bound "
+        "must reject it", models=["spectral.table-qk-concentration-causes-localization"]))])
+@example(eig=[1.0, 1.1, 0.9, 1.05])  # Bao et al.'s regime: small variance around a positive mean
 @given(eig=st.lists(st.floats(-10.0, 10.0), min_size=2, max_size=16))
-def test_a_spectrum_bunched_around_a_positive_mean_has_kappa_near_one_over_d(eig):
+def test_a_spectrum_bunched_around_a_positive_mean_has_kappa_near_one_over_d(kappa_of, eig):
     # Samuelson: for real eigenvalues with mean mu and population std sigma, lambda_max <= mu + sigma sqrt(d - 1); so
     # kappa = lambda_max / (d mu) <= 1/d + sigma sqrt(d - 1) / (d mu) when mu > 0: small variance (Bao et al.'s
     # localizing regime) means kappa near 1/d, not near 1
     lam = torch.tensor(eig, dtype=torch.float64)
     d, mu, sigma = lam.numel(), lam.mean().item(), lam.std(unbiased=False).item()
     assume(mu > 1e-3)
-    kappa = lam.max().item() / lam.sum().item()
+    kappa = kappa_of(lam)
     bound = 1 / d + sigma * math.sqrt(d - 1) / (d * mu)
     # the d-term sums round by ~ d eps max|lambda|; relative to mu >= 1e-3 and entries <= 10 that is < 1e-9
     claim_assert(kappa <= bound + 1e-9 * (1 + bound), "kappa exceeds 1/d + sigma sqrt(d - 1) / (d mu)", eig=eig,

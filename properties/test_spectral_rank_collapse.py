@@ -19,7 +19,7 @@ import math
 import pytest
 import torch
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, control, record, refutes
 from impl.critical_scaling import PowerLawFit, loglog_fit, random_attention, sweep
 from impl.softmax import stable_softmax
 from impl.spectral import singular_values
@@ -58,6 +58,21 @@ def _tied_ratios(gen: torch.Generator) -> list[float]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _tied() -> dict[str, torch.Tensor]:
+    """sigma_2 / sigma_1 of softmax(Q Q^T / sqrt(d_k)) (tied projections) along d_k = n, 4 matrices per n in NS."""
+    gen, ratios = torch.Generator().manual_seed(14), []
+    for n in NS:
+        row = []
+        for _ in range(4):
+            q = torch.randn(n, n, generator=gen, dtype=torch.float64)
+            s = singular_values(stable_softmax(q @ q.T / math.sqrt(n)))
+            row.append((s[1] / s[0]).item())
+        ratios.append(row)
+    return {"n": torch.tensor(NS, dtype=torch.float64)[:, None].expand(-1, 4).clone(),
+            "sigma_ratio": torch.tensor(ratios, dtype=torch.float64)}
+
+
 def _fit(name: str, sw: dict[str, torch.Tensor], key: str) -> PowerLawFit:
     """Fit y ~ n^e, record the (n, mean y) series and the fit under ``name``."""
     fit = loglog_fit(sw["n"].flatten(), sw[key].flatten())
@@ -75,10 +90,29 @@ def test_eigenvalue_gap_shrinks_like_sqrt_dk_over_n():
                  "positive (the gap grows towards 1)", exponent=fit.exponent, ci95=fit.ci95, claimed_exponent=-0.5)
 
 
+def _measured_spectrum(sw: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """|lambda_1|, |lambda_2| and the gap |lambda_1| - |lambda_2| of a sweep's matrices, each (len(NS), samples)."""
+    return {"lambda1": sw["eigenvalue_gap"] + sw["lambda2_modulus"], "lambda2_modulus": sw["lambda2_modulus"],
+            "eigenvalue_gap": sw["eigenvalue_gap"], "n": sw["n"]}
+
+
 @pytest.mark.claim("spectral.theorem-3-1-gap-shrinks-sqrt-dk-over-n", "spectral.gap-shrinks-when-n-much-larger-than-dk",
                    "spectral.rank-collapse-eigenvalues-tend-to-1-over-n", "spectral.theorem-7-1-all-eigenvalues-to-1-over-n")
-def test_second_eigenvalue_decays_and_the_gap_tends_to_one():
-    sw = _standard(16)
+@pytest.mark.parametrize("spectrum_of", [pytest.param(_measured_spectrum, id="measured"), pytest.param(
+    lambda sw: {**_measured_spectrum(sw), "eigenvalue_gap": (16 / sw["n"]).sqrt()}, id="gap-sqrt-dk-over-n", marks=control(
+        "Theorem 3.1's gap lambda_1 - lambda_2 ~ sqrt(d_k / n) in place of the measured one: the gap check must reject "
+        "it", models=["spectral.theorem-3-1-gap-shrinks-sqrt-dk-over-n",
+                      "spectral.gap-shrinks-when-n-much-larger-than-dk"])), pytest.param(
+    lambda sw: {**_measured_spectrum(sw), "lambda1": 1 / sw["n"], "lambda2_modulus": 1 / sw["n"]},
+    id="all-eigenvalues-1-over-n", marks=control(
+        "every eigenvalue at 1/n, lambda_1 included, as the rank-collapse statements have it: the lambda_1 = 1 check "
+        "must reject it", models=["spectral.rank-collapse-eigenvalues-tend-to-1-over-n",
+                                  "spectral.theorem-7-1-all-eigenvalues-to-1-over-n"]))])
+def test_second_eigenvalue_decays_and_the_gap_tends_to_one(spectrum_of):
+    sw = spectrum_of(_standard(16))
+    # lambda_1 = 1 (A 1 = 1); eig of an n x n stochastic matrix finds this simple, well-conditioned eigenvalue to
+    # ~ n eps, so 1e-9 is a wide margin
+    claim_assert(bool(((sw["lambda1"] - 1).abs() <= 1e-9).all()), "lambda_1 is not 1", lambda1_by_n=sw["lambda1"][:, 0])
     fit = _fit("|lambda_2| vs n (d_k=16)", sw, "lambda2_modulus")
     gap = sw["eigenvalue_gap"].mean(dim=1)
     # the 95% interval of the slope lies below 0 (|lambda_2| decays); the mean gap increases with n
@@ -112,9 +146,18 @@ def test_sigma2_over_sigma1_of_softmax_attention_vanishes_as_n_and_d_grow():
 
 @pytest.mark.claim("spectral.la-nait-saada-gap-theorem-sigma2-over-sigma1", "spectral.la-intro-softmax-spectral-gap-width-collapse",
                    "spectral.la-nait-saada-sigma1-outlier", "spectral.la-nait-saada-approx-rank-one")
-def test_sigma2_over_sigma1_vanishes_when_d_k_grows_with_n():
+@pytest.mark.parametrize("limits", [pytest.param(lambda: (("d_k=n/4", _joint()), ("d_k=4n", _joint_wide())),
+                                                 id="independent-q-k"), pytest.param(
+    lambda: (("Q=K, d_k=n", _tied()),), id="tied-q-k", marks=control(
+        "tied projections Q = K in the same joint limit, softmax attention the unqualified statements cover: the decay "
+        "check must reject it", models=["spectral.la-nait-saada-gap-theorem-sigma2-over-sigma1",
+                                        "spectral.la-nait-saada-sigma1-outlier", "spectral.la-nait-saada-approx-rank-one"])),
+    pytest.param(lambda: (("d_k=4", _standard(4)),), id="fixed-d_k", marks=control(
+        "softmax alone at a fixed head dimension d_k = 4 (n = 16..256), where the gap is said to arise: the decay check "
+        "must reject it", models=["spectral.la-intro-softmax-spectral-gap-width-collapse"]))])
+def test_sigma2_over_sigma1_vanishes_when_d_k_grows_with_n(limits):
     # the joint limit n, d -> infinity along d_k = n/4 (n >> d_k) and d_k = 4 n (d_k >> n): both slopes below -0.2
-    for name, sw in (("d_k=n/4", _joint()), ("d_k=4n", _joint_wide())):
+    for name, sw in limits():
         joint = _fit(f"sigma_2/sigma_1 vs n ({name})", sw, "sigma_ratio")
         claim_assert(joint.ci95[1] < -0.2, f"sigma_2/sigma_1 does not decay when {name}", exponent=joint.exponent,
                      ci95=joint.ci95)
@@ -140,8 +183,12 @@ def test_sigma2_over_sigma1_of_random_attention_is_close_to_zero():
 
 
 @pytest.mark.claim("spectral.analyze-comment-gap-near-zero")
-def test_sigma2_over_sigma1_at_fixed_n_decreases_with_d_k():
-    ratios = [_standard(dk)["sigma_ratio"][-1].mean().item() for dk in (4, 16)]
+@pytest.mark.parametrize("ratio_of", [pytest.param(lambda r: r, id="measured"), pytest.param(
+    torch.zeros_like, id="near-zero", marks=control(
+        "the comment's value, sigma_2 / sigma_1 ~ 0 for random attention, in place of the measured ratios: the check "
+        "must reject it", models=["spectral.analyze-comment-gap-near-zero"]))])
+def test_sigma2_over_sigma1_at_fixed_n_decreases_with_d_k(ratio_of):
+    ratios = [ratio_of(_standard(dk)["sigma_ratio"][-1]).mean().item() for dk in (4, 16)]
     claim_assert(ratios[1] < ratios[0] and ratios[0] > 0.4, "sigma_2/sigma_1 at n = 256 does not fall with d_k",
                  ratios_d_k_4_16=ratios)
     # the usual head dimension d_k = 64 needs n >> d_k: n = 1024, two seeded matrices (one SVD each)
@@ -168,15 +215,32 @@ def test_effective_rank_drops_as_context_grows():
 
 @pytest.mark.claim("spectral.rank-collapse-definition-effective-rank-drops", "spectral.rank-collapse-long-context-near-uniform",
                    "spectral.rank-collapse-attention-uniform-tokens-indistinguishable")
-def test_stable_rank_stays_bounded_and_rows_flatten_as_n_grows():
+@pytest.mark.parametrize("rank_of, joint_entropy_of", [
+    pytest.param(lambda sw: sw["stable_rank"], lambda sw: sw["normalized_entropy"], id="measured"),
+    pytest.param(lambda sw: sw["stable_rank"] / sw["n"], lambda sw: sw["normalized_entropy"], id="rank-over-n",
+                 marks=control("the rank relative to n, stable rank / n, taken for the effective rank that is said to "
+                               "drop: the check that neither effective rank drops must reject it",
+                               models=["spectral.rank-collapse-definition-effective-rank-drops"])),
+    pytest.param(lambda sw: sw["stable_rank"], lambda sw: sw["normalized_entropy"][:1].expand_as(sw["n"]),
+                 id="flattening-set-by-n-over-d_k", marks=control(
+                     "H / ln n a function of n / d_k alone, as the claim has it: constant along d_k = n / 4; the check "
+                     "that rows flatten at fixed n / d_k must reject it",
+                     models=["spectral.rank-collapse-attention-uniform-tokens-indistinguishable"]))])
+def test_stable_rank_stays_bounded_and_rows_flatten_as_n_grows(rank_of, joint_entropy_of):
     sw = _standard(16)
-    stable = _fit("stable rank vs n (d_k=16)", sw, "stable_rank")
+    _fit("stable rank vs n (d_k=16)", sw, "stable_rank")  # the figure of the measured ranks
+    stable = loglog_fit(sw["n"].flatten(), rank_of(sw).flatten())
+    erank = loglog_fit(sw["n"].flatten(), sw["effective_rank"].flatten())
     entropy = _fit("normalized row entropy H/ln n vs n (d_k=16)", sw, "normalized_entropy")
     top = _fit("mean max attention weight vs n (d_k=16)", sw, "max_weight")
-    # stable rank / n -> 0: slope well below 1; rows flatten: H / ln n increases, max weight decays
+    # neither effective rank drops (both slopes' intervals above 0), yet stable rank / n -> 0: slope well below 1
+    claim_assert(stable.ci95[0] > 0 and erank.ci95[0] > 0, "an effective rank drops as n grows",
+                 stable_rank_ci95=stable.ci95, entropy_rank_ci95=erank.ci95)
     claim_assert(stable.ci95[1] < 0.5, "the stable rank grows like n", exponent=stable.exponent, ci95=stable.ci95)
-    claim_assert(entropy.ci95[0] > 0 and top.ci95[1] < -0.3, "rows do not flatten towards uniform",
-                 entropy_exponent=entropy.exponent, max_weight_exponent=top.exponent)
+    # rows flatten: H / ln n increases, max weight decays; at d_k = 16 and along d_k = n / 4 (n / d_k fixed) alike
+    joint = loglog_fit(_joint()["n"].flatten(), joint_entropy_of(_joint()).flatten())
+    claim_assert(entropy.ci95[0] > 0 and top.ci95[1] < -0.3 and joint.ci95[0] > 0, "rows do not flatten towards uniform",
+                 entropy_exponent=entropy.exponent, max_weight_exponent=top.exponent, joint_entropy_ci95=joint.ci95)
 
 
 @pytest.mark.claim("spectral.rank-collapse-attention-uniform-tokens-indistinguishable")
@@ -213,11 +277,20 @@ def test_attention_matrix_is_rank_one_plus_a_small_correction():
                  sigma=s[:4], ratio=s[1] / s[0])
 
 
+def _best_rank_one(a: torch.Tensor) -> torch.Tensor:
+    """sigma_1 u_1 v_1^T, the best rank-one approximation of A (Eckart-Young)."""
+    u, s, vh = torch.linalg.svd(a)
+    return s[0] * torch.outer(u[:, 0], vh[0])
+
+
 @pytest.mark.claim("spectral.la-intro-attention-rank-one-update")
-def test_softmax_attention_is_full_rank_even_when_qk_is_low_rank():
+@pytest.mark.parametrize("model", [pytest.param(lambda a: a, id="softmax"), pytest.param(_best_rank_one, id="rank-one", marks=control(
+    "the attention matrix as the rank-one update sigma_1 u_1 v_1^T the line describes: the full-rank check must "
+    "reject it", models=["spectral.la-intro-attention-rank-one-update"]))])
+def test_softmax_attention_is_full_rank_even_when_qk_is_low_rank(model):
     gen = torch.Generator().manual_seed(5)
     for _ in range(4):
-        a = random_attention(32, 4, generator=gen)
+        a = model(random_attention(32, 4, generator=gen))
         s = singular_values(a)
         # numerical rank: singular values above the SVD's error 16 n eps s_1 (a value below it could be rounding);
         # the smallest is >= 1e7 times that
