@@ -32,7 +32,7 @@ def _tied_ratio(n: int, gen: torch.Generator, samples: int = 2) -> float:
 
 
 @pytest.mark.claim("spectral.la-nait-saada-sigma1-outlier", "spectral.la-nait-saada-approx-rank-one",
-                   "spectral.la-intro-softmax-spectral-gap-width-collapse")
+                   "spectral.la-intro-softmax-spectral-gap-width-collapse", "spectral.la-intro-attention-rank-one-update")
 @refutes(reason="tied projections Q = K with d_k = n = 16..128, 2 seeded matrices per n: the document's joint limit "
                 "n, d -> infinity without the independence of Q and K that the theorem assumes and the text omits")
 def test_sigma1_is_an_outlier_and_a_is_near_rank_one_in_the_joint_limit_for_tied_projections():
