@@ -64,14 +64,39 @@ def test_self_attention_output_is_unchanged_by_shuffling_the_input(case):
     claim_assert(diff <= tol, "shuffling the tokens changed the output", perm=perm, max_difference=diff)
 
 
+def _swap_two_tokens() -> tuple[torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor]:
+    """Three tokens, the first two swapped: the smallest shuffle that moves a token between two others."""
+    g = _generator(0)
+    x = torch.randn(3, 4, dtype=torch.float64, generator=g)
+    return x, tuple(torch.randn(4, 4, dtype=torch.float64, generator=g) / 2.0 for _ in range(3)), torch.tensor([1, 0, 2])
+
+
+def _no_positions(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+def _sinusoidal_positions_added(x: torch.Tensor) -> torch.Tensor:
+    """The tokens with the sinusoidal code of their (new) positions added: position information injected."""
+    return x + sinusoidal_encoding(torch.arange(x.shape[0]), x.shape[1])
+
+
 @pytest.mark.claim("positional.self-attention-permutation-invariant")
+@pytest.mark.parametrize("encode", [
+    pytest.param(_no_positions, id="no-positions"),
+    pytest.param(_sinusoidal_positions_added, id="positions-added", marks=control(
+        "self-attention with the positions' sinusoidal codes added, which tells orders apart: neither equivariant "
+        "nor with an order-independent pooled output")),
+])
 @given(case=sequences_with_permutations())
-def test_self_attention_is_permutation_equivariant(case):
+@example(case=_swap_two_tokens())
+def test_self_attention_is_permutation_equivariant(encode, case):
     x, w, perm = case
-    y, y_perm = _self_attention(x, w), _self_attention(x[perm], w)
+    y, y_perm = _self_attention(encode(x), w), _self_attention(encode(x[perm]), w)
     # both sides compute the same sums in a different order: n-term softmax and mixing roundings, times max|y|.
     tol = 8 * x.shape[0] * EPS64 * max(y.abs().max().item(), 1.0)
     claim_assert((y_perm - y[perm]).abs().max().item() <= tol, "Attn(P X) != P Attn(X)", perm=perm)
+    # a pooled readout, the mean over tokens, is invariant: n more additions in another order
+    claim_assert((y_perm.mean(0) - y.mean(0)).abs().max().item() <= 2 * tol, "the pooled output changed", perm=perm)
 
 
 # --- the sinusoidal encoding (foundations:188-203) ------------------------------------------------------------

@@ -333,39 +333,29 @@ def test_rope_is_the_block_diagonal_product_of_commuting_plane_rotations(rotatio
 
 
 @pytest.mark.claim("rope.block-rotations-form-torus-group", "rope.rotation-operator-product-of-plane-rotations")
-@refutes(reason="d_k = 6 is the smallest head dimension where the tensor power's size 2^(d_k/2) differs from d_k; "
-                "at d_k = 4 the sizes agree but the matrices differ, shown alongside")
-def test_rope_is_the_action_of_the_tensor_power_so2_otimes_dk_over_2():
-    thetas = rope_frequencies(6)
-    angles = 3.0 * thetas
-    tensor_power = functools.reduce(torch.kron, plane_rotation(angles))  # SO(2)^{(x) 3} acts on 2^3 coordinates
-    claim_assert(tensor_power.shape == (6, 6), "the tensor power SO(2)^{(x) d_k/2} does not act on R^{d_k}",
-                 d_k=6, tensor_power_size=list(tensor_power.shape))
-
-
-@pytest.mark.claim("rope.block-rotations-form-torus-group")
-@refutes(reason="d_k = 4 (two planes) is the smallest case where a tensor product of SO(2) factors has the right size")
-def test_rope_matrix_is_the_kronecker_product_of_its_planes_at_d_4():
-    theta = rope_frequencies(4)
-    planes = plane_rotation(2.0 * theta)
-    kron, rope = torch.kron(planes[0], planes[1]), rotation_matrix(2.0, theta)
-    claim_assert(torch.allclose(kron, rope), "R_Theta(m) is not the tensor product of its plane rotations",
-                 kron=kron, rope=rope)
-
-
-@pytest.mark.claim("rope.block-rotations-form-torus-group")
+@pytest.mark.parametrize("rotation", [
+    pytest.param(rotation_matrix, id="impl"),
+    pytest.param(_reflection_matrix, id="reflection", marks=control(
+        "blocks [[cos, sin], [sin, -cos]]: plane reflections, which neither commute nor compose to another "
+        "reflection, so they are no direct product group SO(2) x ... x SO(2)",
+        models=("rope.block-rotations-form-torus-group", "rope.rotation-operator-product-of-plane-rotations"))),
+])
 @given(d=even_head_dims(4), data=st.data(), a=integer_positions(), b=integer_positions())
-def test_block_rotations_commute_and_are_closed_a_direct_product_torus(d, data, a, b):
+def test_block_rotations_commute_and_are_closed_a_direct_product_torus(rotation, d, data, a, b):
+    """Line 399 (and 417) call the group a direct product (直积群); the (x) of SO(2)^{(x) d_k/2} is read as the
+    direct-product sign that names it, as in SU(3) (x) SU(2) (x) U(1): its elements are the block rotations."""
     theta1 = data.draw(frequency_vectors(d // 2), label="theta1")  # two arbitrary torus elements
     theta2 = data.draw(frequency_vectors(d // 2), label="theta2")
-    g, h = rotation_matrix(a, theta1), rotation_matrix(b, theta2)
+    g, h = rotation(a, theta1), rotation(b, theta2)
     # the direct product SO(2)^{d/2}: elements are block-diagonal rotations with angles adding per plane
-    gh = rotation_matrix(1.0, a * theta1 + b * theta2)
+    gh = rotation(1.0, a * theta1 + b * theta2)
     # cos/sin of angles up to (|a| + |b|) max theta <= 2 (|a| + |b|), ~|angle| u apart; d-term products per entry
     tol = 8 * EPS64 * (d + (abs(a) + abs(b)) * 2.0)
     claim_assert((g @ h - h @ g).abs().max() <= tol, "two block rotations do not commute", a=a, b=b)
     claim_assert((g @ h - gh).abs().max() <= tol, "the product is not the block rotation with added angles")
-    claim_assert((g.T - rotation_matrix(1.0, -a * theta1)).abs().max() <= tol, "the inverse is not a block rotation")
+    claim_assert((g.T - rotation(1.0, -a * theta1)).abs().max() <= tol, "the inverse is not a block rotation")
+    claim_assert(abs(torch.linalg.det(g).item() - 1) <= tol and g.shape == (d, d),
+                 "a block rotation is not an element of SO(d_k) acting on R^{d_k}", d=d)
 
 
 class _ElementsWritten(TorchDispatchMode):

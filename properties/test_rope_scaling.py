@@ -28,26 +28,36 @@ def _rel_close(a: torch.Tensor, b: torch.Tensor, ulps: float) -> bool:
 
 # --- theta_i = b^(-2i/d) (foundations:427, :496) --------------------------------------------------------------
 
-@pytest.mark.claim("rope.frequency-geometric-base-10000", "rope.variant-original-frequency")
-@refutes(reason="d_k = 2 (one plane) is the smallest head: there the chapter's index range i = 1 .. d_k/2 "
-                "(lines 405, 481) gives theta_1 = b^{-1} instead of RoFormer's theta_1 = 1")
-def test_chapter_indexing_of_b_power_minus_2i_over_dk_is_the_roformer_schedule():
-    d_k, b = 2, 10000.0
-    chapter = [b ** (-2 * i / d_k) for i in range(1, d_k // 2 + 1)]  # theta_i = b^{-2i/d_k}, i = 1 .. d_k/2
-    roformer = [10000.0 ** (-2 * (i - 1) / d_k) for i in range(1, d_k // 2 + 1)]  # RoFormer eq. 15
-    claim_assert(chapter == roformer, "with i = 1 .. d_k/2 every frequency is off by the factor b^{-2/d_k}",
-                 d_k=d_k, chapter=chapter, roformer=roformer)
+def _printed_schedule_zero_based(base: float, d: int) -> list[float]:
+    """theta_i = b^{-2i/d_k} (lines 427, 496) over the pairs (2i, 2i+1) of R_Theta (line 252): 0-based i."""
+    return [base ** (-2 * i / d) for i in range(d // 2)]
+
+
+def _printed_schedule_one_based(base: float, d: int) -> list[float]:
+    """The same formula with the summation limits i = 1 .. d_k/2 of lines 405 and 481 taken literally."""
+    return [base ** (-2 * i / d) for i in range(1, d // 2 + 1)]
 
 
 @pytest.mark.claim("rope.frequency-geometric-base-10000", "rope.variant-original-frequency")
+@pytest.mark.parametrize("printed", [
+    pytest.param(_printed_schedule_zero_based, id="pairs-2i-2i+1"),
+    pytest.param(_printed_schedule_one_based, id="i-from-1", marks=control(
+        "the formula read with i = 1 .. d_k/2: every frequency multiplied by b^{-2/d_k} and theta = 1 missing, "
+        "a schedule that is not RoFormer's",
+        models=("rope.frequency-geometric-base-10000", "rope.variant-original-frequency"))),
+])
 @given(d=even_head_dims(2, 256), base=rope_bases())
-def test_zero_based_b_power_minus_2i_over_d_is_the_roformer_and_llama_schedule(d, base):
-    ours = rope_frequencies(d, base)
+def test_zero_based_b_power_minus_2i_over_d_is_the_roformer_and_llama_schedule(printed, d, base):
+    doc = torch.tensor(printed(base, d), dtype=torch.float64)
     roformer = torch.tensor([base ** (-2 * (i - 1) / d) for i in range(1, d // 2 + 1)], dtype=torch.float64)
     llama = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))  # inv_freq of LLaMA/transformers
     # three float64 evaluations of b^x with |x| <= 1: a few ulps apart.
-    claim_assert(_rel_close(ours, roformer, 8) and _rel_close(ours, llama, 8), "schedules differ", d=d, base=base)
-    claim_assert(ours[0].item() == 1.0, "theta_0 is not 1 (the highest frequency, one radian per token)", d=d)
+    claim_assert(_rel_close(doc, roformer, 8) and _rel_close(doc, llama, 8),
+                 "the printed b^{-2i/d_k} is not RoFormer's schedule 10000^{-2(i-1)/d}, i = 1 .. d/2", d=d, base=base,
+                 printed=doc, roformer=roformer)
+    claim_assert(doc[0].item() == 1.0, "theta_0 is not 1 (the highest frequency, one radian per token)", d=d)
+    claim_assert(_rel_close(rope_frequencies(d, base), doc, 8), "impl.rope_frequencies is not the printed schedule",
+                 d=d, base=base)
 
 
 @pytest.mark.claim("rope.frequency-log-uniform-spectrum")

@@ -1,6 +1,7 @@
 """Softmax: the stability passage of the foundations document (lines 71-101)."""
 import functools
 import math
+import textwrap
 
 import pytest
 import sympy as sp
@@ -8,8 +9,9 @@ import torch
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, control, refutes
-from claimcheck.snippets import load_snippet, run_snippet
+from claimcheck import claim_assert, control, premise, refutes
+from claimcheck.snippets import SnippetRun, base_namespace, execute, project_root, run_snippet
+from claimcheck.sources import load_sources
 from impl.softmax import naive_softmax, shifted_exponents, stable_softmax
 from properties.strategies import finite_floats, logit_matrices, logit_vectors
 
@@ -230,14 +232,30 @@ def test_torch_softmax_is_finite_and_exact_for_huge_and_tiny_logits(softmax, x, 
 
 
 @pytest.mark.claim("softmax.snippet-stable-softmax")
-@pytest.mark.parametrize("supplied", [pytest.param(True, id="logits-supplied"), pytest.param(
-    False, id="as-printed", marks=control("lines 91-102 run as printed, no `logits` of the reader's: line 102 "
-                                          "raises NameError", models="softmax.snippet-stable-softmax"))])
+@pytest.mark.parametrize("edit", [
+    pytest.param(None, id="printed"),
+    pytest.param(("exp_logits.sum(dim=dim, keepdim=True)", "exp_logits.sum(dim=0, keepdim=True)"), id="mutant",
+                 marks=control("the printed code normalising by column sums instead of along dim",
+                                 models="softmax.snippet-stable-softmax")),
+])
 @given(logits=logit_matrices())
-def test_printed_snippet_runs_once_the_reader_supplies_logits(supplied, logits):
-    # the correction: lines 94-99 define a working function; only line 102 needs a `logits` of the reader's
-    run = load_snippet("foundations", 91, 102, bindings={"logits": logits} if supplied else {})
+@example(logits=torch.tensor([[0.0, 1.0], [2.0, 0.0]], dtype=torch.float64))
+def test_printed_snippet_runs_once_the_reader_supplies_logits(edit, logits):
+    # the correction: with the reader's `logits` bound, lines 91-102 run; stable_softmax (lines 94-99) is softmax
+    # along dim and line 102 computes probs = F.softmax(logits, dim=-1)
+    doc = load_sources(project_root())["foundations"]
+    code = textwrap.dedent(doc.line_range(91, 102))
+    if edit:
+        premise(code.count(edit[0]) == 1, "the text the mutant replaces does not occur once", old=edit[0])
+        code = code.replace(*edit)
+    run = execute(SnippetRun("foundations", 91, 102, code, namespace={**base_namespace(), "logits": logits}),
+                  filename="sources/foundations.txt")
     claim_assert(run.ran, "the snippet does not run with logits defined", snippet=run.describe())
+    reference = torch.softmax(logits, dim=-1)  # float64, an implementation sharing no code with the snippet
     out = run.namespace["stable_softmax"](logits)
-    claim_assert(out.shape == logits.shape and bool(torch.isfinite(out).all()),
-                 "the printed stable_softmax does not return finite probabilities of the input's shape", logits=logits)
+    # float64: a max, n exponentials and a sum of n terms, then a division: (n + 2) roundings; twice that
+    tol = 2 * (logits.shape[-1] + 2) * 2.0**-52
+    claim_assert(out.shape == logits.shape and (out - reference).abs().max().item() <= tol,
+                 "the printed stable_softmax is not softmax along dim", logits=logits, out=out, reference=reference)
+    claim_assert(torch.equal(run.namespace["probs"], reference), "line 102 does not compute F.softmax(logits, dim=-1)",
+                 probs=run.namespace["probs"])
