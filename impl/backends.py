@@ -48,7 +48,7 @@ BASE_MASKS = frozenset({"causal-top-left", "causal-bottom-right", "key-padding",
 KERNEL_FEATURES = frozenset({"window", "alibi", "softcap", "sink"})
 ALL_MASKS = BASE_MASKS | KERNEL_FEATURES
 _BIAS_FEATURES = BASE_MASKS | {"window", "alibi"}  # what an SDPA attn_mask tensor can carry
-_FLEX_FEATURES = ALL_MASKS - {"sink"}  # a mask_mod and a score_mod carry the rest
+_FLEX_FEATURES = ALL_MASKS  # a mask_mod and a score_mod carry them all (a sink as one extra key: _flex)
 F32_16 = frozenset({torch.float32, torch.float16, torch.bfloat16})
 ALL_DTYPES = F32_16 | {torch.float64}
 
@@ -191,17 +191,25 @@ def _flex(q, k, v, scale=None, mask=None):
 
     Both read their parameters from tensors (an absent feature is a neutral value: no causal flag, all keys kept, an
     unbounded window, a zero bias or slope, no cap), so every mask is the same compiled graph, and every problem with a
-    bias, ALiBi or a softcap the same other one. Sinks have no FlexAttention spelling here: refused.
+    bias, ALiBi or a softcap the same other one.
+
+    A sink is one extra key (index ``n_k``) with a zero value that every query may attend to, whose score the
+    ``score_mod`` replaces by the head's sink logit (uncapped, unbiased): its softmax term is ``exp(sink_h)`` and its
+    output contribution 0, the contract's sink exactly; a row with no other key then puts all its mass there and
+    returns 0. FlexAttention on CPU returns no log-sum-exp (``return_lse`` is GPU only in torch 2.13), so the
+    other spelling, ``out * sigmoid(lse - sink)``, is not open here.
     """
     from torch.nn.attention.flex_attention import create_block_mask
 
     group = check_attention_inputs(q, k, v, mask)
     mask = mask or Mask()
-    if "sink" in mask.features:
-        raise ValueError("the flex adapter takes no attention sinks")
     b, h_q, n_q, _ = q.shape
     n_k = k.shape[-2]
     dev = q.device
+    sinks = mask.sink is not None
+    if sinks:  # the sink key: appended to k (any content: its score is replaced) and v (zero: it adds nothing)
+        k = torch.cat([k, k.new_zeros(k.shape[:-2] + (1, k.shape[-1]))], dim=-2)
+        v = torch.cat([v, v.new_zeros(v.shape[:-2] + (1, v.shape[-1]))], dim=-2)
     causal = torch.tensor(mask.causal is not None, device=dev)
     offset = torch.tensor(n_k - n_q if mask.causal == "bottom-right" else 0, device=dev)
     keep = mask.key_padding if mask.key_padding is not None else torch.ones(b, n_k, dtype=torch.bool, device=dev)
@@ -211,16 +219,23 @@ def _flex(q, k, v, scale=None, mask=None):
     left_t = torch.tensor(unbounded if left is None else left, device=dev)
     right_t = torch.tensor(unbounded if right is None else right, device=dev)
 
+    if sinks:
+        keep = torch.cat([keep, keep.new_ones(b, 1)], dim=-1)
+    sink_key = torch.tensor(n_k, device=dev)
+
     def mask_mod(bi, hi, qi, ki):
         centre = qi + diagonal
-        return (keep[bi, ki] & (~causal | (ki <= qi + offset)) & (ki >= centre - left_t) & (ki <= centre + right_t))
+        allowed = (keep[bi, ki] & (~causal | (ki <= qi + offset)) & (ki >= centre - left_t) & (ki <= centre + right_t))
+        return allowed | (ki == sink_key) if sinks else allowed
 
-    block_mask = create_block_mask(mask_mod, b, None, n_q, n_k, device=dev.type)
+    block_mask = create_block_mask(mask_mod, b, None, n_q, n_k + sinks, device=dev.type)
     score_mod = None
     if mask.features & {"additive", "alibi", "softcap"}:
         full = q.shape[:-1] + (n_k,)  # a zero bias is materialised: inductor's CPU lowering rejects an expanded 0-d one
         bias = (mask.bias.to(q.dtype).expand(full) if mask.bias is not None
                 else torch.zeros(full, dtype=q.dtype, device=dev))
+        if sinks:  # a column for the sink key, so that every index the score_mod reads exists
+            bias = torch.cat([bias, bias.new_zeros(full[:-1] + (1,))], dim=-1)
         slopes = mask.alibi.to(dev, q.dtype) if mask.alibi is not None else torch.zeros(h_q, dtype=q.dtype, device=dev)
         capped = torch.tensor(mask.softcap is not None, device=dev)
         cap = torch.tensor(mask.softcap or 1.0, dtype=q.dtype, device=dev)
@@ -228,6 +243,12 @@ def _flex(q, k, v, scale=None, mask=None):
         def score_mod(score, bi, hi, qi, ki):
             score = torch.where(capped, cap * torch.tanh(score / cap), score)
             return score + bias[bi, hi, qi, ki] - slopes[hi] * (qi + diagonal - ki).abs()
+    if sinks:
+        sink, scored = mask.sink.to(dev, q.dtype), score_mod
+
+        def score_mod(score, bi, hi, qi, ki):  # the sink key's score is the head's sink logit, nothing else
+            rest = score if scored is None else scored(score, bi, hi, qi, ki)
+            return torch.where(ki == sink_key, sink[hi], rest)
 
     return compiled_flex_attention()(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
                                      enable_gqa=group > 1)

@@ -76,7 +76,7 @@ sdpa_flash.claims_capabilities["equal_head_dims"] = True  # the flash kernel nee
 
 def flex_attention(q, k, v, scale=None, mask=None):
     """FlexAttention (``torch.compile``), through the registry's adapter (:func:`impl.backends._flex`: the
-    masks as one ``mask_mod``, a bias, ALiBi and a softcap as one ``score_mod``)."""
+    masks as one ``mask_mod``, a bias, ALiBi and a softcap as one ``score_mod``, a sink as one extra key)."""
     from impl.backends import _flex
 
     return _flex(q, k, v, scale, mask)
@@ -84,7 +84,8 @@ def flex_attention(q, k, v, scale=None, mask=None):
 
 flex_attention.claims_capabilities = {  # as the registry's flex declares it on CPU
     "dtypes": ["float32", "float16", "bfloat16"], "backward": False, "deterministic": True, "fully_masked": "zero",
-    "masks": ["causal-top-left", "causal-bottom-right", "key-padding", "additive", "window", "alibi", "softcap"]}
+    "masks": ["causal-top-left", "causal-bottom-right", "key-padding", "additive", "window", "alibi", "softcap",
+              "sink"]}
 
 
 def multihead_attention(q, k, v, scale=None, mask=None):
