@@ -206,21 +206,19 @@ def _flex(q, k, v, scale=None, mask=None):
     b, h_q, n_q, _ = q.shape
     n_k = k.shape[-2]
     dev = q.device
-    sinks = mask.sink is not None
-    if sinks:  # the sink key: appended to k (any content: its score is replaced) and v (zero: it adds nothing)
-        k = torch.cat([k, k.new_zeros(k.shape[:-2] + (1, k.shape[-1]))], dim=-2)
-        v = torch.cat([v, v.new_zeros(v.shape[:-2] + (1, v.shape[-1]))], dim=-2)
     causal = torch.tensor(mask.causal is not None, device=dev)
     offset = torch.tensor(n_k - n_q if mask.causal == "bottom-right" else 0, device=dev)
     keep = mask.key_padding if mask.key_padding is not None else torch.ones(b, n_k, dtype=torch.bool, device=dev)
+    sinks = mask.sink is not None
+    if sinks:  # the sink key, kept: appended to k (any content: its score is replaced) and v (zero: it adds nothing)
+        k = torch.cat([k, k.new_zeros(k.shape[:-2] + (1, k.shape[-1]))], dim=-2)
+        v = torch.cat([v, v.new_zeros(v.shape[:-2] + (1, v.shape[-1]))], dim=-2)
+        keep = torch.cat([keep, keep.new_ones(b, 1)], dim=-1)
     left, right = mask.window if mask.window is not None else (None, None)
     unbounded = n_q + n_k  # farther than any key: no bound on that side
     diagonal = torch.tensor(n_k - n_q, device=dev)  # the window's and ALiBi's bottom-right diagonal
     left_t = torch.tensor(unbounded if left is None else left, device=dev)
     right_t = torch.tensor(unbounded if right is None else right, device=dev)
-
-    if sinks:
-        keep = torch.cat([keep, keep.new_ones(b, 1)], dim=-1)
     sink_key = torch.tensor(n_k, device=dev)
 
     def mask_mod(bi, hi, qi, ki):
