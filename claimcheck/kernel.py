@@ -54,6 +54,10 @@ EPS = {torch.float64: 2.0**-52, torch.float32: 2.0**-23, torch.float16: 2.0**-10
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 MASK_KINDS = ("none", "causal-top-left", "causal-bottom-right", "key-padding", "additive",
               "window", "alibi", "softcap", "sink")  # the last four: the features of fused kernels (impl.attention.Mask)
+# the mask kinds whose fixed and drawn problems also come under each declared causal alignment: a kernel that takes
+# them with a causal mask must combine the two (a sink key or key padding a causal mask_mod drops, a softcap or ALiBi
+# applied to a causally masked score); a window is left alone (a window under top-left causal can hide whole rows)
+CAUSAL_JOINS = ("key-padding", "sink", "softcap", "alibi")
 C_OUT = 2.0  # FlashAttention's tests: output error <= 2 x the same-precision PyTorch reference's error
 C_GRAD = 3.0  # ... and 3 x for gradients: the backward recomputes P from L, adding a few roundings
 FLOOR_ULPS = 2.0  # floor: 2 ulps of the size of the summed terms (one rounding of the result, one of a term)
@@ -118,7 +122,7 @@ class ProblemSpec:
     ``logit_scale`` multiplies q (a peaked softmax); ``max_logit``, when set, rescales q instead
     so that the largest allowed score is exactly that value. ``scale`` is the softmax scale passed
     to the kernel (None: its default 1/sqrt(d_k)); ``causal`` an alignment combined with the
-    key padding of the ``key-padding`` kind; ``strides`` lays q, k, v out as non-contiguous views
+    mask of a kind in :data:`CAUSAL_JOINS` (key padding, a sink, a softcap, ALiBi); ``strides`` lays q, k, v out as non-contiguous views
     (:func:`claimcheck.conventions.strided_views`: ``bshd`` or ``packed``).
     """
 
@@ -142,8 +146,9 @@ class ProblemSpec:
             raise ValueError(f"strides={self.strides!r}: expected one of {', '.join(conventions.STRIDES)}")
         if self.causal not in (None, *ALIGNMENTS):
             raise ValueError(f"causal={self.causal!r}: expected one of {', '.join(ALIGNMENTS)}")
-        if self.causal and self.mask != "key-padding":
-            raise ValueError(f"causal={self.causal} combines with the key-padding mask only, not {self.mask}")
+        if self.causal and self.mask not in CAUSAL_JOINS:
+            raise ValueError(f"causal={self.causal} combines with the {', '.join(CAUSAL_JOINS)} masks only, "
+                             f"not {self.mask}")
 
     def __str__(self) -> str:  # the --problem syntax of `claims kernel`
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
@@ -222,7 +227,7 @@ def mask_to(m: Mask, device: str | torch.device, dtype: torch.dtype | None = Non
 def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Generator,
               causal: str | None = None) -> Mask:
     """A mask of ``kind`` that leaves every query at least one key (no fully masked row); ``causal``
-    adds that alignment to key padding (bottom-right needs ``n_k >= n_q``)."""
+    adds that alignment to key padding, a sink, a softcap or ALiBi (bottom-right needs ``n_k >= n_q``)."""
     if kind == "none":
         return Mask()
     if kind in ("causal-top-left", "causal-bottom-right"):
@@ -243,11 +248,11 @@ def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Genera
         unbounded = int(torch.randint(0, 4, (1,), generator=gen))  # 0: no left bound, 1: no right bound
         return Mask(window=(None if unbounded == 0 else left, None if unbounded == 1 else right))
     if kind == "alibi":  # Press et al.'s slopes 2^(-8 h / H_q), h = 1..H_q
-        return Mask(alibi=2.0 ** (-8.0 * torch.arange(1, h_q + 1, dtype=torch.float64) / h_q))
+        return Mask(causal=causal, alibi=2.0 ** (-8.0 * torch.arange(1, h_q + 1, dtype=torch.float64) / h_q))
     if kind == "softcap":  # caps of 1..5: the scores of these problems (about 1..4 in size) bend under tanh
-        return Mask(softcap=1.0 + 4.0 * float(torch.rand((1,), generator=gen)))
+        return Mask(causal=causal, softcap=1.0 + 4.0 * float(torch.rand((1,), generator=gen)))
     if kind == "sink":
-        return Mask(sink=2.0 * torch.randn((h_q,), generator=gen, dtype=torch.float64))
+        return Mask(causal=causal, sink=2.0 * torch.randn((h_q,), generator=gen, dtype=torch.float64))
     raise ValueError(f"unknown mask kind {kind!r}; expected one of {MASK_KINDS}")
 
 
@@ -309,9 +314,9 @@ def get_tier(name: str) -> Tier:
 
 
 def _padded_alignments(backend: Backend, mask_kind: str, device: str | None = None) -> tuple[str, ...]:
-    """The causal alignments ``backend`` declares on ``device`` (else its first device), for key padding
-    under a causal mask."""
-    if mask_kind != "key-padding" or not backend.devices:
+    """The causal alignments ``backend`` declares on ``device`` (else its first device), for key padding, a sink, a
+    softcap or ALiBi under a causal mask (:data:`CAUSAL_JOINS`)."""
+    if mask_kind not in CAUSAL_JOINS or not backend.devices:
         return ()
     masks = (backend.devices.get(device) or next(iter(backend.devices.values()))).masks
     return tuple(a for a in ALIGNMENTS if f"causal-{a}" in masks)
@@ -328,7 +333,8 @@ STRIDED = {"non-contiguous": "bshd", "packed-qkv": "packed"}
 _FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
     ("gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3", "tiles-64", "decode", "padding+top-left", "padding+bottom-right",
      f"keys-{LONG_KEYS}", *(f"head-{w}" for w in sorted({*WIDE_HEADS, *SWEEP_HEAD_DIMS})),
-     *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65", "one-key", "batch-3", *STRIDED))}
+     *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65", "one-key", "batch-3", *STRIDED,
+     *(f"{kind}+{a}" for kind in CAUSAL_JOINS[1:] for a in ALIGNMENTS)))}
 
 
 @functools.lru_cache(maxsize=None)
@@ -346,7 +352,8 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     q rescaled so the largest allowed score is 110; ``scale-0.3``: 2 over 1, 7 x 11, the caller's
     scale 0.3 (left out when the kernel declares no ``scale`` argument). In the key-padding case,
     ``padding+top-left`` and ``padding+bottom-right`` (the shape of ``gqa-4/2``) add each declared
-    causal alignment to the padding. ``non-contiguous``: B = 2, 4 over 2 heads, 9 x 20, q, k, v transposed
+    causal alignment to the padding; in the sink, softcap and ALiBi cases ``sink+top-left`` and so on add it to
+    the feature. ``non-contiguous``: B = 2, 4 over 2 heads, 9 x 20, q, k, v transposed
     views of (B, n, H, d) storage; ``packed-qkv``: 2 heads, 13 x 13, q, k, v views of one (B, n, 3, H, d)
     tensor (both with the last dim contiguous; listed as undeclared for a kernel declared contiguous only).
 
@@ -383,7 +390,8 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
                    ("gqa-8/2", 1, 8, 2, n_q, n_k, d, d_v, None, None, None),
                    ("large-logits", 1, 2, 1, 19, 19, d, d, LARGE_LOGIT, None, None),
                    ("scale-0.3", 1, 2, 1, 7, 11, d, d_v, None, SCALE, None)]
-        shapes += [(f"padding+{a}", 1, 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]
+        joined = "padding" if mask_kind == "key-padding" else mask_kind
+        shapes += [(f"{joined}+{a}", 1, 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]
         shapes += [("non-contiguous", 2, 4, 2, 9, 20, d, d_v, None, None, None),
                    ("packed-qkv", 1, 2, 2, 13, 13, d, d, None, None, None)]
     if "kernel-scale" in groups:
@@ -426,10 +434,10 @@ def attention_problems(draw, mask_kinds=MASK_KINDS, gqa: bool = True, max_batch:
                        padded_alignments: tuple[str, ...] = ()) -> AttentionProblem:
     """A float64 attention problem; ``logit_scale`` multiplies q to make the softmax peaked; head
     dimensions are multiples of ``d_multiple`` in ``[min_d, max_d]``; the kernel's ``scale`` is one
-    of ``scales`` (None: its default); key padding may come with one of ``padded_alignments``."""
+    of ``scales`` (None: its default); key padding, a sink, a softcap or ALiBi may come with one of ``padded_alignments``."""
     kind = draw(st.sampled_from(mask_kinds), label="mask")
     causal = (draw(st.sampled_from((None, *padded_alignments)), label="causal")
-              if kind == "key-padding" and padded_alignments else None)
+              if kind in CAUSAL_JOINS and padded_alignments else None)
     b = draw(st.integers(1, max_batch), label="B")
     # the group first, from a list that does not depend on another draw: each then shrinks on its own
     group = draw(st.sampled_from([g for g in (1, 2, 4) if g <= max_heads] if gqa else [1]), label="group")
@@ -451,8 +459,8 @@ def attention_problems(draw, mask_kinds=MASK_KINDS, gqa: bool = True, max_batch:
 
 def problem_strategy(backend: Backend, mask_kind: str, device: str = "cpu"):
     """The drawn problems of one case: odd sizes, GQA (groups 1, 2, 4) when declared, head dims in range,
-    the default scale or 0.3 (when the kernel takes ``scale``), key padding alone or under a declared
-    causal alignment.
+    the default scale or 0.3 (when the kernel takes ``scale``), key padding, a sink, a softcap or ALiBi alone or
+    under a declared causal alignment.
 
     Interpreted Triton runs one numpy program per 16 rows and head, so its grids are kept small.
     """

@@ -19,6 +19,7 @@ from impl.attention import Mask, default_scale, mask_bias, repeat_kv
 
 FORWARD = {"dtypes": ["float32", "float16"], "backward": False, "fully_masked": None}
 BACKWARD = {**FORWARD, "backward": True}
+CAUSAL = ("causal-top-left", "causal-bottom-right")  # declared with a feature: the matrix then combines the two
 BLOCK = 16  # key tile of the tiled variants
 WIDE_BLOCK = 64  # the key tile of most fused forwards: a bug in it shows only past 64 keys
 
@@ -370,6 +371,29 @@ def first_heads_sink_for_all(q, k, v, scale=None, mask=None):
     return torch.softmax(torch.cat([s, sink], -1).float(), -1)[..., :-1].to(v.dtype) @ v
 
 
+def sink_dropped_under_causal(q, k, v, scale=None, mask=None):
+    """The sink key kept only where no causal mask comes with it (a causal mask_mod that hides the extra key)."""
+    if mask is None or mask.sink is None:  # right where the feature is absent
+        return _plain(q, k, v, scale, mask)
+    if mask.causal is not None:
+        mask = _features(mask, sink=None)
+    k, v = _heads(q, k, v)
+    s = _scores(q, k, scale, _features(mask, sink=None))
+    if mask.sink is None:
+        return _softmax_v(s, v)
+    sink = mask.sink.to(s.dtype)[:, None, None].expand(s.shape[:-1] + (1,))
+    return torch.softmax(torch.cat([s, sink], -1).float(), -1)[..., :-1].to(v.dtype) @ v
+
+
+def softcap_after_the_mask(q, k, v, scale=None, mask=None):
+    """c tanh(s / c) applied after the masks: a hidden score of -inf becomes -c, so hidden keys get weight."""
+    if mask is None or mask.softcap is None:  # right where the feature is absent
+        return _plain(q, k, v, scale, mask)
+    k, v = _heads(q, k, v)
+    s = _scores(q, k, scale, _features(mask, softcap=None))
+    return _softmax_v(mask.softcap * torch.tanh(s / mask.softcap), v)
+
+
 def bshd_layout(q, k, v, scale=None, mask=None):
     """A kernel that takes (B, n, H, d), as flash-attn does, checked without declaring it."""
     return _plain(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale, mask).transpose(1, 2)
@@ -471,6 +495,11 @@ ZOO = [
           "the attention sinks left out of the softmax", "float32-sink", "gqa-4/2:out"),
     Wrong("first-heads-sink-for-all", _declare(first_heads_sink_for_all, **FORWARD, masks=["sink"]),
           "every head uses head 0's sink logit", "float32-sink", "gqa-4/2:out"),
+    Wrong("sink-dropped-under-causal", _declare(sink_dropped_under_causal, **FORWARD, masks=["sink", *CAUSAL]),
+          "the sink left out when a causal mask comes with it", "float32-sink", "sink+top-left:out"),
+    Wrong("softcap-after-the-mask", _declare(softcap_after_the_mask, **FORWARD, masks=["softcap", *CAUSAL]),
+          "the softcap applied after the causal mask (hidden keys get exp(-cap))", "float32-softcap",
+          "softcap+top-left:out"),
     Wrong("bshd-layout", _declare(bshd_layout, **FORWARD), "takes (B, n, H, d), layout not declared", "float32-none",
           "gqa-4/2:error", "--layout bshd"),
     Wrong("bshd-output", _declare(bshd_output, **FORWARD), "returns (B, n, H, d), output layout not declared",

@@ -131,8 +131,11 @@ def test_a_problem_spec_prints_as_it_parses():
     assert ProblemSpec.parse(str(spec), "additive") == spec
     spec = ProblemSpec("key-padding", 1, 2, 1, 7, 11, 16, 16, 3, 1.0, None, 0.3, "bottom-right")
     assert ProblemSpec.parse(str(spec), "key-padding") == spec and "scale=0.3,causal=bottom-right" in str(spec)
-    with pytest.raises(ValueError, match="key-padding mask only"):
+    assert ProblemSpec.parse(str(ProblemSpec("sink", causal="top-left")), "sink").causal == "top-left"
+    with pytest.raises(ValueError, match="combines with the key-padding, sink, softcap, alibi masks only, not none"):
         ProblemSpec("none", causal="top-left")
+    with pytest.raises(ValueError, match="not window"):  # a window under top-left causal can hide whole rows
+        ProblemSpec("window", causal="top-left")
 
 
 def test_the_pytest_option_runs_the_same_matrix_on_a_given_function(tmp_path):

@@ -33,14 +33,27 @@ def _positions(n_q: int, n_k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.arange(n_q)[:, None] + (n_k - n_q), np.arange(n_k)[None, :]
 
 
+def _causal_keep(problem: kernel.AttentionProblem) -> np.ndarray | None:
+    """The causal mask alone, from numpy positions: (n_q, n_k), True = may attend (None: no causal mask)."""
+    n_q, n_k, causal = problem.q.shape[-2], problem.k.shape[-2], problem.mask.causal
+    if causal is None:
+        return None
+    offset = n_k - n_q if causal == "bottom-right" else 0
+    return np.arange(n_k)[None, :] <= np.arange(n_q)[:, None] + offset
+
+
 def _softcap_numpy(problem: kernel.AttentionProblem) -> torch.Tensor:
-    """A softcap has no SDPA spelling: ``softmax(c tanh(q k^T s / c)) v`` written out in numpy, float64."""
+    """A softcap has no SDPA spelling: ``softmax(c tanh(q k^T s / c)) v`` written out in numpy, float64, the causal
+    mask applied to the capped scores."""
     q, k, v = (t.numpy() for t in (problem.q, problem.k, problem.v))
     group = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     scale = 1 / np.sqrt(q.shape[-1]) if problem.scale is None else problem.scale
     c = problem.mask.softcap
     logits = c * np.tanh(np.einsum("bhid,bhjd->bhij", q, k) * scale / c)
+    keep = _causal_keep(problem)
+    if keep is not None:
+        logits = np.where(keep, logits, -np.inf)
     weights = np.exp(logits - logits.max(-1, keepdims=True))
     return torch.from_numpy(np.einsum("bhij,bhjd->bhid", weights / weights.sum(-1, keepdims=True), v))
 
@@ -49,6 +62,8 @@ def _sdpa_math(problem: kernel.AttentionProblem) -> torch.Tensor:
     q, k, v, mask = problem.q, problem.k, problem.v, problem.mask
     n_q, n_k = q.shape[-2], k.shape[-2]
     kwargs: dict = {"scale": problem.scale, "enable_gqa": problem.gqa}
+    causal = _causal_keep(problem)
+    hidden = None if causal is None else np.where(causal, 0.0, -np.inf)  # a float attn_mask of the causal mask
     if mask.softcap is not None:
         return _softcap_numpy(problem)
     if mask.window is not None:  # a boolean attn_mask, from numpy positions
@@ -62,21 +77,23 @@ def _sdpa_math(problem: kernel.AttentionProblem) -> torch.Tensor:
         kwargs["attn_mask"] = torch.from_numpy(keep)
     elif mask.alibi is not None:  # a float attn_mask: -slope_h |i + n_k - n_q - j|
         i, j = _positions(n_q, n_k)
-        kwargs["attn_mask"] = torch.from_numpy(-mask.alibi.numpy()[:, None, None] * np.abs(i - j)[None])
+        bias = -mask.alibi.numpy()[:, None, None] * np.abs(i - j)[None]
+        kwargs["attn_mask"] = torch.from_numpy(bias if hidden is None else bias + hidden)
     elif mask.sink is not None:  # one more key: k = 0 and v = 0, whose score is the sink logit (a float attn_mask)
         b, h_kv = k.shape[:2]
         k = torch.cat([k, k.new_zeros(b, h_kv, 1, k.shape[-1])], dim=-2)
         v = torch.cat([v, v.new_zeros(b, h_kv, 1, v.shape[-1])], dim=-2)
         bias = torch.zeros(q.shape[1], n_q, n_k + 1, dtype=q.dtype)
         bias[..., -1] = mask.sink[:, None]
+        if hidden is not None:  # the causal mask hides keys, never the sink
+            bias[..., :-1] += torch.from_numpy(hidden)
         kwargs["attn_mask"] = bias
     elif mask.bias is not None:
         kwargs["attn_mask"] = mask.bias
     elif mask.key_padding is not None:
         keep = mask.key_padding[:, None, None, :].expand(q.shape[0], 1, n_q, n_k)
-        if mask.causal is not None:  # torch's causal biases do not combine with a tensor mask: spelled out
-            offset = n_k - n_q if mask.causal == "bottom-right" else 0
-            keep = keep & torch.ones(n_q, n_k, dtype=torch.bool).tril(offset)
+        if causal is not None:  # torch's causal biases do not combine with a tensor mask: spelled out
+            keep = keep & torch.from_numpy(causal)
         kwargs["attn_mask"] = keep
     elif mask.causal == "top-left":
         kwargs["is_causal"] = True
@@ -98,6 +115,16 @@ def test_the_float64_reference_agrees_with_torchs_math_sdpa_on_every_mask_featur
     assert relative_error(ours, theirs) <= TOLERANCE, (str(problem.spec), relative_error(ours, theirs))
 
 
+@pytest.mark.parametrize("alignment", ALIGNMENTS)
+@pytest.mark.parametrize("kind", kernel.CAUSAL_JOINS)
+def test_the_reference_agrees_with_torchs_math_sdpa_when_a_causal_mask_comes_with_a_feature(kind, alignment):
+    problems = {p.label: p for p in kernel.fixed_problems(_causal_backend(), kind, tier="smoke")}
+    problem = problems[f"{'padding' if kind == 'key-padding' else kind}+{alignment}"]
+    assert problem.mask.causal == alignment
+    ours = attention(problem.q, problem.k, problem.v, problem.scale, problem.mask)
+    assert relative_error(ours, _sdpa_math(problem)) <= TOLERANCE, str(problem.spec)
+
+
 @pytest.mark.parametrize("label", ["gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3", "tiles-64", "decode",
                                    f"keys-{kernel.LONG_KEYS}", "one-key", "batch-3", "head-128",
                                    "head-256"])
@@ -112,3 +139,10 @@ def test_the_reference_agrees_with_torchs_math_sdpa_on_every_fixed_problem_of_th
 
 def _any_backend():
     return kernel.declared_backend(attention, "reference-oracle")
+
+
+def _causal_backend():
+    """The reference declared with every feature: its fixed problems then join each one with a causal mask."""
+    from impl.backends import ALL_MASKS
+
+    return kernel.declared_backend(attention, "reference-oracle", masks=sorted(ALL_MASKS))

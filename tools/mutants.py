@@ -121,6 +121,8 @@ MUTANTS = [
        '    if "causal-top-left" in features:\n        return None, True', "SDPA's top-left causal mask drops the key padding"),
     _m("flex-padding-dropped-under-causal", "backends.py", "allowed = (keep[bi, ki] & (~causal | (ki <= qi + offset))",
        "allowed = (torch.where(causal, ki <= qi + offset, keep[bi, ki])", "FlexAttention's causal mask drops the key padding"),
+    _m("flex-sink-dropped-under-causal", "backends.py", "return allowed | (ki == sink_key) if sinks else allowed",
+       "return allowed", "FlexAttention's causal mask hides the sink key"),
     _m("flex-window-left-bound-dropped", "backends.py", "& (ki >= centre - left_t)", "",
        "FlexAttention's sliding window without its left bound"),
     _m("tiled-softcap-without-its-derivative", "tiled_attention.py", "ds = ds * (1 - capped * capped)", "ds = ds",
