@@ -504,13 +504,15 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
     if args.problem and (not args.mask or len(args.mask) != 1 or not args.dtype or len(args.dtype) != 1):
         raise InputError("--problem needs exactly one --mask and one --dtype")
     for kind in args.mask or []:
-        if kind not in (*kernel.MASK_KINDS, kernel.FULLY_MASKED):
-            raise InputError(f"--mask {kind!r}: expected one of {', '.join((*kernel.MASK_KINDS, kernel.FULLY_MASKED))}")
+        kinds = (*kernel.MASK_KINDS, kernel.DROPOUT, kernel.FULLY_MASKED)
+        if kind not in kinds:
+            raise InputError(f"--mask {kind!r}: expected one of {', '.join(kinds)}")
     print(f"claims kernel: {args.function} on {device}: {_capabilities(backend, device)}")
     if problem is None:
         counts = kernel.tier_counts(backend, device, dtypes, args.mask, args.examples, args.tier)
         print(f"claims kernel: tier {args.tier}: {counts['cases']} cases, {counts['fixed']} fixed and up to "
-              f"{counts['drawn']} drawn problems" + (", the fully masked rows" if counts["fully_masked"] else ""))
+              f"{counts['drawn']} drawn problems" + (f", {counts['dropout']} dropout cases" if counts["dropout"] else "")
+              + (", the fully masked rows" if counts["fully_masked"] else ""))
         for label, why in kernel.undeclared_problems(backend, args.tier):
             print(f"claims kernel: not in this kernel's matrix: {label} ({why})")
     if problem is not None:
@@ -612,7 +614,11 @@ def _print_case(result, spec: str, backend) -> None:
     line = f"{verdict:<5} {result.case.name:<32} {result.problems:>3} problems"
     if result.declined:
         line += f" ({len(result.declined)} declined)"
-    if result.case.mask != kernel.FULLY_MASKED:
+    if result.case.mask == kernel.DROPOUT:
+        from claimcheck.kernel_dropout import summary
+
+        line += "  " + summary(result.dropout)
+    elif result.case.mask != kernel.FULLY_MASKED:
         line += f"  worst error ratio {ratio:.3g} ({where})"
     else:
         line += "  " + ", ".join(f"{r.mask}: {r.detail or r.seen}" for r in result.masked_rows)
@@ -748,9 +754,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="boolean key padding supported (default: yes)")
     p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None,
                    help="an additive float bias (with -inf entries) supported (default: yes)")
-    p.add_argument("--feature", action="append", choices=("window", "alibi", "softcap", "sink"),
+    p.add_argument("--feature", action="append", choices=("window", "alibi", "softcap", "sink", "dropout"),
                    help="a fused-kernel feature the kernel takes, through the mask's field of that name (repeat; "
-                        "default: none: those cases are listed as not declared)")
+                        "default: none: those cases are listed as not declared); dropout: mask.dropout = (p, seed), "
+                        "checked by its own case (keep rate, independence, reproducibility, kept values)")
     p.add_argument("--gqa", action=argparse.BooleanOptionalAction, default=None,
                    help="grouped-query attention (H_kv < H_q) supported (default: yes)")
     p.add_argument("--backward", action=argparse.BooleanOptionalAction, default=None,
@@ -784,7 +791,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "non-contiguous q, k, v (default: yes, checked on transposed and packed-QKV views; --no-strided: "
                    "those problems are listed as outside the declaration)")
     p.add_argument("--mask", action="append", metavar="KIND", help="run only these mask kinds (repeat): "
-                   "none, causal-top-left, causal-bottom-right, key-padding, additive, fully-masked")
+                   "none, causal-top-left, causal-bottom-right, key-padding, additive, window, alibi, softcap, sink, dropout, "
+                   "fully-masked")
     p.add_argument("--tier", choices=("smoke", "ci", "full"), default="ci",
                    help="how much to check (default: ci): smoke, small shapes with every feature; ci, plus "
                    "kernel-scale shapes; full, plus the length and head-dim sweeps")

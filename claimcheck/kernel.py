@@ -47,7 +47,7 @@ from hypothesis.errors import Unsatisfiable
 
 from claimcheck import conventions
 from impl.attention import ALIGNMENTS, Mask, attention, default_scale, repeat_kv, scores, with_sink
-from impl.backends import ALL_MASKS, BASE_MASKS, Backend, Support, declines
+from impl.backends import BASE_MASKS, KNOWN_MASKS, Backend, Support, declines
 from impl.softmax import stable_softmax
 
 EPS = {torch.float64: 2.0**-52, torch.float32: 2.0**-23, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
@@ -66,6 +66,7 @@ TILE = 16  # the smallest tile of the fused kernels here; fixed lengths (17, 33,
 WIDE_TILE = 64  # the key tile of most fused kernels' forward: tiles-64 and decode cross it (71 and 130 keys)
 SCALE = 0.3  # the caller's scale of the scale problem: neither 1/sqrt(d) nor 1/d for any integer d
 FULLY_MASKED = "fully-masked"  # the mask kind of the fully-masked-rows case
+DROPOUT = "dropout"  # the mask kind of the dropout case (claimcheck.kernel_dropout), one a declared dtype
 FULLY_MASKED_CONVENTIONS = ("nan", "zero")  # what a row with no allowed key may give (check_fully_masked)
 LONG_KEYS = 1025  # past 1024: a 16-bit accumulator of the row sum or of P V loses digits there
 WIDE_HEADS = (128, 256)  # the head dims of the ci tier: kernels specialise at 64, 128 and 256
@@ -761,7 +762,8 @@ def case_seed(backend_name: str, case: Case, base: int = 0) -> int:
 
 
 def matrix(backend: Backend, device: str = "cpu", dtypes=None, masks=None) -> tuple[list[Case], list[tuple[Case, str]]]:
-    """``(cases to run, [(case, why not)])``: every dtype x mask kind, then the fully-masked case.
+    """``(cases to run, [(case, why not)])``: every dtype x mask kind, the dropout case of each dtype, then the
+    fully-masked case.
 
     ``dtypes``/``masks`` restrict the matrix (default: float32, float16, bfloat16 and every mask kind).
     A case the backend does not declare, or cannot run here, is listed with the reason.
@@ -771,11 +773,22 @@ def matrix(backend: Backend, device: str = "cpu", dtypes=None, masks=None) -> tu
     run, skipped = [], []
     dtypes = list(dtypes or (torch.float32, torch.float16, torch.bfloat16))
     for dtype in dtypes:
-        for kind in [m for m in (masks or MASK_KINDS) if m != FULLY_MASKED]:
+        for kind in [m for m in (masks or MASK_KINDS) if m not in (FULLY_MASKED, DROPOUT)]:
             case = Case(dtype, kind, device)
             ok, reason = available(backend, device, dtype)
             if ok:
                 ok, reason = supports(backend, device, case.features())
+            (run.append(case) if ok else skipped.append((case, reason)))
+    if masks is None or DROPOUT in masks:  # random: a check of its own, in every declared dtype
+        from claimcheck.kernel_dropout import head_dim
+
+        for dtype in dtypes:
+            case = Case(dtype, DROPOUT, device)
+            ok, reason = available(backend, device, dtype)
+            if ok:
+                ok, reason = supports(backend, device, case.features())
+            if ok and head_dim(backend) is None:
+                ok, reason = False, f"the dropout problem needs a head dim of 32 or more; declared {backend.head_dims}"
             (run.append(case) if ok else skipped.append((case, reason)))
     if masks is None or FULLY_MASKED in masks:
         case = Case(torch.float32 if torch.float32 in dtypes else dtypes[0], FULLY_MASKED, device)
@@ -796,6 +809,7 @@ class CaseResult:
     status: str = "pass"
     checks: list[tuple[AttentionProblem, Check]] = field(default_factory=list)
     masked_rows: list[MaskedRows] = field(default_factory=list)
+    dropout: list = field(default_factory=list)  # the dropout case's checks (claimcheck.kernel_dropout.DropoutCheck)
     failing: AttentionProblem | None = None
     failed_checks: list[str] = field(default_factory=list)  # "label:part" of every failing fixed or drawn check
     message: str = ""
@@ -825,6 +839,10 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
              shrink: bool = True, tier: str = DEFAULT_TIER) -> CaseResult:
     """Run one case: the fixed problems of ``tier``, then ``examples`` drawn ones (seeded per case unless
     ``base_seed`` is None; the first failure is shrunk unless ``shrink`` is False)."""
+    if case.mask == DROPOUT:
+        from claimcheck.kernel_dropout import run_dropout_case
+
+        return run_dropout_case(backend, case)
     result = CaseResult(case)
     if case.mask == FULLY_MASKED:
         try:
@@ -954,13 +972,15 @@ def run_matrix(backend: Backend, device: str = "cpu", dtypes=None, masks=None, e
 def tier_counts(backend: Backend, device: str = "cpu", dtypes=None, masks=None, examples: int | None = None,
                 tier: str = DEFAULT_TIER) -> dict[str, int]:
     """What a run of ``tier`` checks, counted before it runs: cases, fixed problems (over every case),
-    drawn problems (at most ``examples`` a case) and the fully-masked rows case."""
+    drawn problems (at most ``examples`` a case), the dropout cases (one problem each) and the fully-masked
+    rows case."""
     cases, _ = matrix(backend, device, dtypes, masks)
     examples = get_tier(tier).examples if examples is None else examples
-    judged = [c for c in cases if c.mask != FULLY_MASKED]
+    judged = [c for c in cases if c.mask not in (FULLY_MASKED, DROPOUT)]
+    dropout = sum(c.mask == DROPOUT for c in cases)
     fixed = sum(len([p for p in fixed_problems(backend, c.mask, device, tier)]) for c in judged)
-    return {"cases": len(cases), "fixed": fixed, "drawn": examples * len(judged),
-            "fully_masked": len(cases) - len(judged)}
+    return {"cases": len(cases), "fixed": fixed, "drawn": examples * len(judged), "dropout": dropout,
+            "fully_masked": len(cases) - len(judged) - dropout}
 
 
 # ---- a user's function ------------------------------------------------------------------------------
@@ -1009,8 +1029,8 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
     except KeyError as exc:
         raise ValueError(f"unknown dtype {exc.args[0]!r}; known: {', '.join(DTYPES)}") from None
     masks = frozenset(declared.get("masks", BASE_MASKS)) | features  # window, alibi, softcap, sink only when declared
-    if masks - ALL_MASKS:
-        raise ValueError(f"unknown mask features {sorted(masks - ALL_MASKS)}; known: {', '.join(sorted(ALL_MASKS))}")
+    if masks - KNOWN_MASKS:
+        raise ValueError(f"unknown mask features {sorted(masks - KNOWN_MASKS)}; known: {', '.join(sorted(KNOWN_MASKS))}")
     lo, hi = declared.get("head_dims") or (1, 1 << 16)
     fully_masked = declared.get("fully_masked")
     if fully_masked not in (None, *FULLY_MASKED_CONVENTIONS, "any"):

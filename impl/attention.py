@@ -62,6 +62,9 @@ class Mask:
     alibi: torch.Tensor | None = None  # slopes (H_q,)
     softcap: float | None = None
     sink: torch.Tensor | None = None  # one logit per query head (H_q,)
+    # (p, seed): each attention weight zeroed with probability p and the rest divided by 1 - p; the seed alone decides
+    # which (the same seed, the same weights dropped, call after call)
+    dropout: tuple[float, int] | None = None
 
     def __post_init__(self) -> None:
         if self.causal not in (None, *ALIGNMENTS):
@@ -75,6 +78,10 @@ class Mask:
             t = getattr(self, name)
             if t is not None and (t.dim() != 1 or not t.dtype.is_floating_point):
                 raise ValueError(f"{name} must be a float tensor of shape (H_q,): got {t.dtype} {tuple(t.shape)}")
+        if self.dropout is not None:
+            ok = len(self.dropout) == 2 and isinstance(self.dropout[1], int) and 0 <= self.dropout[0] < 1
+            if not ok:
+                raise ValueError(f"dropout={self.dropout!r}: expected (p, seed) with 0 <= p < 1 and an int seed")
 
     @property
     def features(self) -> frozenset[str]:
@@ -86,7 +93,7 @@ class Mask:
             used.add("key-padding")
         if self.bias is not None:
             used.add("additive")
-        for name in ("window", "alibi", "softcap", "sink"):
+        for name in ("window", "alibi", "softcap", "sink", "dropout"):
             if getattr(self, name) is not None:
                 used.add(name)
         return frozenset(used)
@@ -94,7 +101,7 @@ class Mask:
     @property
     def keys_masked(self) -> bool:
         """Whether some key is hidden or biased (causal, padding, additive, window or ALiBi): a bias is needed."""
-        return bool(self.features - {"softcap", "sink"})
+        return bool(self.features - {"softcap", "sink", "dropout"})
 
 
 NO_MASK = Mask()
@@ -238,17 +245,28 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, scale: float | None = No
     return stable_softmax(with_sink(s, mask))[..., : s.shape[-1]]
 
 
+def dropout_keep(shape: tuple[int, ...], p: float, seed: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Bool ``shape``: which weights dropout keeps, each with probability ``1 - p``, drawn from a CPU generator seeded
+    by ``seed`` alone (the same on every device and call)."""
+    return (torch.rand(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) >= p).to(device)
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None,
               mask: Mask | None = None, return_lse: bool = False):
     """``softmax(q k^T * scale + bias) v``: (..., H_q, n_q, d_v), computed in the inputs' dtype.
 
     With ``return_lse`` also the natural log-sum-exp of each row of scores, (..., H_q, n_q)
-    (``-inf`` for a fully masked row; with sinks the sink logit is one of the row's terms).
+    (``-inf`` for a fully masked row; with sinks the sink logit is one of the row's terms). With dropout
+    ``(p, seed)`` the weights are multiplied by :func:`dropout_keep` ``/ (1 - p)`` before ``v``.
     """
     group = check_attention_inputs(q, k, v, mask)
     s = with_sink(scores(q, k, scale, mask), mask)
     n_k = k.shape[-2]
-    out = stable_softmax(s)[..., :n_k] @ repeat_kv(v, group)
+    weights = stable_softmax(s)[..., :n_k]
+    if mask is not None and mask.dropout is not None:
+        p, seed = mask.dropout
+        weights = weights * dropout_keep(weights.shape, p, seed, weights.device) / (1 - p)
+    out = weights @ repeat_kv(v, group)
     if not return_lse:
         return out
     return out, torch.logsumexp(s, dim=-1)

@@ -47,6 +47,9 @@ BASE_MASKS = frozenset({"causal-top-left", "causal-bottom-right", "key-padding",
 # the features of fused kernels beyond masks (impl.attention.Mask): declared one by one, never assumed
 KERNEL_FEATURES = frozenset({"window", "alibi", "softcap", "sink"})
 ALL_MASKS = BASE_MASKS | KERNEL_FEATURES
+# dropout is random: not a mask of the matrix's cases but a check of its own (claimcheck.kernel_dropout)
+RANDOM_FEATURES = frozenset({"dropout"})
+KNOWN_MASKS = ALL_MASKS | RANDOM_FEATURES
 _BIAS_FEATURES = BASE_MASKS | {"window", "alibi"}  # what an SDPA attn_mask tensor can carry
 _FLEX_FEATURES = ALL_MASKS  # a mask_mod and a score_mod carry them all (a sink as one extra key: _flex)
 F32_16 = frozenset({torch.float32, torch.float16, torch.bfloat16})
@@ -90,13 +93,19 @@ class Backend:
 # ---- adapters ---------------------------------------------------------------------------------------
 
 
+def _no_dropout(name: str, mask: Mask | None) -> None:
+    if mask is not None and mask.dropout is not None:
+        raise ValueError(f"{name} has no dropout: mask.dropout={mask.dropout!r}")
+
+
 def _tiled(q, k, v, scale=None, mask=None):
+    _no_dropout("the tiled kernel", mask)
     return flash_attention(q, k, v, scale, mask, block_m=16, block_n=16)
 
 
 def _sdpa_mask(q: torch.Tensor, k: torch.Tensor, mask: Mask | None) -> tuple[torch.Tensor | None, bool]:
     """``(attn_mask, is_causal)`` for SDPA: ``is_causal`` is top-left aligned, anything else a mask tensor."""
-    features = mask.features if mask is not None else frozenset()
+    features = (mask.features if mask is not None else frozenset()) - RANDOM_FEATURES  # dropout: dropout_p
     if not features:
         return None, False
     if features == {"causal-top-left"}:
@@ -119,9 +128,14 @@ def _sdpa(kernel_name: str) -> Callable:
     def fn(q, k, v, scale=None, mask=None):
         group = check_attention_inputs(q, k, v, mask)
         attn_mask, is_causal = _sdpa_mask(q, k, mask)
-        with sdpa_kernel(kernel):
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale,
-                                                  enable_gqa=group > 1)
+        p, seed = mask.dropout if mask is not None and mask.dropout is not None else (0.0, None)
+        # dropout draws from torch's global generator: seeded by the mask's seed inside a fork, so that the caller's
+        # random state is left as it was and the same seed drops the same weights
+        with sdpa_kernel(kernel), torch.random.fork_rng(devices=[q.device] if q.is_cuda else []):
+            if seed is not None:
+                torch.manual_seed(seed)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p, is_causal=is_causal,
+                                                  scale=scale, enable_gqa=group > 1)
 
     fn.__name__ = f"sdpa_{kernel_name.lower()}"
     return fn
@@ -202,6 +216,7 @@ def _flex(q, k, v, scale=None, mask=None):
     from torch.nn.attention.flex_attention import create_block_mask
 
     group = check_attention_inputs(q, k, v, mask)
+    _no_dropout("the FlexAttention adapter", mask)
     mask = mask or Mask()
     b, h_q, n_q, _ = q.shape
     n_k = k.shape[-2]
@@ -314,14 +329,15 @@ def _triton_requires(device: str = "cpu") -> str | None:
 _CUDA_16 = frozenset({torch.float16, torch.bfloat16})
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in [
-    Backend("reference", attention, {"cpu": Support(ALL_DTYPES, ALL_MASKS), "cuda": Support(ALL_DTYPES, ALL_MASKS)},
+    Backend("reference", attention, {"cpu": Support(ALL_DTYPES, KNOWN_MASKS), "cuda": Support(ALL_DTYPES, KNOWN_MASKS)},
             fully_masked="nan", deterministic=True,
             doc="impl.attention.attention: softmax(q k^T s + bias) v in plain torch"),
     Backend("tiled", _tiled, {"cpu": Support(ALL_DTYPES, ALL_MASKS), "cuda": Support(ALL_DTYPES, ALL_MASKS)},
             deterministic=True, doc="impl.tiled_attention.flash_attention with 16 x 16 tiles"),
-    Backend("sdpa-math", _sdpa("MATH"), {"cpu": Support(ALL_DTYPES, _BIAS_FEATURES),
-                                         "cuda": Support(ALL_DTYPES, _BIAS_FEATURES)},
-            deterministic=True, doc="SDPA, math kernel (a window and ALiBi as an attn_mask tensor)"),
+    Backend("sdpa-math", _sdpa("MATH"), {"cpu": Support(ALL_DTYPES, _BIAS_FEATURES | RANDOM_FEATURES),
+                                         "cuda": Support(ALL_DTYPES, _BIAS_FEATURES | RANDOM_FEATURES)},
+            deterministic=True, doc="SDPA, math kernel (a window and ALiBi as an attn_mask tensor; dropout_p seeded "
+                                    "by the mask's seed)"),
     Backend("sdpa-flash", _sdpa("FLASH_ATTENTION"),
             {"cpu": Support(ALL_DTYPES, _BIAS_FEATURES),  # the CPU flash kernel takes attn_mask and float64
              "cuda": Support(_CUDA_16, masks=frozenset({"causal-top-left"}))},

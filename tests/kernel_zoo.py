@@ -394,6 +394,41 @@ def softcap_after_the_mask(q, k, v, scale=None, mask=None):
     return _softmax_v(mask.softcap * torch.tanh(s / mask.softcap), v)
 
 
+def _dropped(q, k, v, scale, mask, keep_of) -> torch.Tensor:
+    """The right weights with a dropout mask ``keep_of(weights shape, p, seed)`` and the division by 1 - p."""
+    k, v = _heads(q, k, v)
+    w = torch.softmax(_scores(q, k, scale, mask).float(), dim=-1)
+    if mask is not None and mask.dropout is not None:
+        p, seed = mask.dropout
+        w = w * keep_of(w.shape, p, seed) / (1 - p)
+    return w.to(v.dtype) @ v
+
+
+def _keep(shape, p, seed):
+    return torch.rand(shape, generator=torch.Generator().manual_seed(seed)) >= p
+
+
+def dropout_without_rescaling(q, k, v, scale=None, mask=None):
+    """Drops the weights but never divides the kept ones by 1 - p (the output shrinks by 1 - p on average)."""
+    p = mask.dropout[0] if mask is not None and mask.dropout is not None else 0.0
+    return _dropped(q, k, v, scale, mask, _keep) * (1 - p)
+
+
+def dropout_keeps_with_probability_p(q, k, v, scale=None, mask=None):
+    """Keeps each weight with probability p instead of 1 - p (the rate read the wrong way round)."""
+    return _dropped(q, k, v, scale, mask, lambda shape, p, seed: _keep(shape, 1 - p, seed))
+
+
+def dropout_mask_shared_across_heads(q, k, v, scale=None, mask=None):
+    """One dropout mask of (n_q, n_k) for every batch and head."""
+    return _dropped(q, k, v, scale, mask, lambda shape, p, seed: _keep(shape[-2:], p, seed).expand(shape))
+
+
+def dropout_ignores_the_seed(q, k, v, scale=None, mask=None):
+    """Draws the mask from torch's global generator: a new mask every call, whatever the seed."""
+    return _dropped(q, k, v, scale, mask, lambda shape, p, seed: torch.rand(shape) >= p)
+
+
 def bshd_layout(q, k, v, scale=None, mask=None):
     """A kernel that takes (B, n, H, d), as flash-attn does, checked without declaring it."""
     return _plain(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale, mask).transpose(1, 2)
@@ -500,6 +535,14 @@ ZOO = [
     Wrong("softcap-after-the-mask", _declare(softcap_after_the_mask, **FORWARD, masks=["softcap", *CAUSAL]),
           "the softcap applied after the causal mask (hidden keys get exp(-cap))", "float32-softcap",
           "softcap+top-left:out"),
+    Wrong("dropout-without-rescaling", _declare(dropout_without_rescaling, **FORWARD, masks=["dropout"]),
+          "kept weights not divided by 1 - p", "float32-dropout", "dropout:values"),
+    Wrong("dropout-keeps-with-probability-p", _declare(dropout_keeps_with_probability_p, **FORWARD, masks=["dropout"]),
+          "each weight kept with probability p, not 1 - p", "float32-dropout", "dropout:keep-rate"),
+    Wrong("dropout-mask-shared-across-heads", _declare(dropout_mask_shared_across_heads, **FORWARD, masks=["dropout"]),
+          "one dropout mask for every batch and head", "float32-dropout", "dropout:independent"),
+    Wrong("dropout-ignores-the-seed", _declare(dropout_ignores_the_seed, **FORWARD, masks=["dropout"]),
+          "the mask drawn from the global generator, not from the seed", "float32-dropout", "dropout:reproducible"),
     Wrong("bshd-layout", _declare(bshd_layout, **FORWARD), "takes (B, n, H, d), layout not declared", "float32-none",
           "gqa-4/2:error", "--layout bshd"),
     Wrong("bshd-output", _declare(bshd_output, **FORWARD), "returns (B, n, H, d), output layout not declared",

@@ -194,11 +194,13 @@ def test_a_kernel_that_writes_into_its_inputs_fails_although_its_output_is_right
 
 def test_the_tier_counts_are_what_the_run_checks():
     backend = BACKENDS["reference"]
-    counts = kernel.tier_counts(backend, "cpu", [torch.float32], ["none", "key-padding"], examples=3, tier="ci")
-    results, _ = kernel.run_matrix(backend, "cpu", [torch.float32], ["none", "key-padding"], examples=3, tier="ci")
-    assert counts == {"cases": 2, "fixed": sum(len(kernel.fixed_problems(backend, m, "cpu", "ci"))
-                                               for m in ("none", "key-padding")), "drawn": 6, "fully_masked": 0}
-    assert sum(r.problems for r in results) == counts["fixed"] + counts["drawn"]
+    masks = ["none", "key-padding", kernel.DROPOUT]
+    counts = kernel.tier_counts(backend, "cpu", [torch.float32], masks, examples=3, tier="ci")
+    results, _ = kernel.run_matrix(backend, "cpu", [torch.float32], masks, examples=3, tier="ci")
+    assert counts == {"cases": 3, "fixed": sum(len(kernel.fixed_problems(backend, m, "cpu", "ci"))
+                                               for m in ("none", "key-padding")), "drawn": 6, "dropout": 1,
+                      "fully_masked": 0}
+    assert sum(r.problems for r in results) == counts["fixed"] + counts["drawn"] + counts["dropout"]
 
 
 # ---- what a failing kernel computes instead ------------------------------------------------------------
@@ -270,3 +272,52 @@ def test_a_drawn_problem_prints_as_its_spec_in_hypothesis_reports_not_as_its_ten
     problem = kernel.make_problem(kernel.ProblemSpec("additive", 2, 4, 2, 40, 40, 16, 16, seed=1))
     text = pretty(problem)
     assert text == repr(problem) and "tensor" not in text and "seed=1" in text and len(text) < 400
+
+
+# ---- dropout ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["reference", "sdpa-math"])
+def test_the_backends_declaring_dropout_pass_its_case_in_every_dtype(name):
+    from claimcheck.kernel_dropout import summary
+
+    backend = BACKENDS[name]
+    cases, _ = kernel.matrix(backend, "cpu", masks=[kernel.DROPOUT])
+    assert [c.dtype for c in cases] == [torch.float32, torch.float16, torch.bfloat16]
+    for case in cases:
+        result = kernel.run_case(backend, case)
+        assert result.ok and result.problems == 1, result.message
+        assert {c.name for c in result.dropout} == {"reproducible", "seeded", "keep-rate", "independent", "values"}
+        assert "keep-rate: kept 0.7" in summary(result.dropout)
+
+
+def test_a_kernel_without_dropout_lists_its_dropout_cases_as_not_declared():
+    cases, skipped = kernel.matrix(BACKENDS["tiled"], "cpu", masks=[kernel.DROPOUT])
+    assert not cases and len(skipped) == 3 and all("dropout" in why for _, why in skipped)
+
+
+def test_seeded_sdpa_dropout_leaves_the_callers_random_state_as_it_was():
+    from impl.attention import Mask
+
+    q = k = v = torch.randn(1, 2, 8, 8)
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    BACKENDS["sdpa-math"].fn(q, k, v, None, Mask(dropout=(0.5, 1)))
+    assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("bad", [(1.0, 0), (-0.1, 0), (0.5, 1.5), (0.5,)])
+def test_a_dropout_outside_its_domain_is_refused(bad):
+    from impl.attention import Mask
+
+    with pytest.raises(ValueError, match="dropout="):
+        Mask(dropout=bad)
+
+
+def test_a_kernel_without_dropout_refuses_a_dropout_mask_rather_than_ignoring_it():
+    from impl.attention import Mask
+
+    q = torch.randn(1, 1, 4, 8)
+    with pytest.raises(ValueError, match="has no dropout"):
+        BACKENDS["tiled"].fn(q, q, q, None, Mask(dropout=(0.1, 0)))
