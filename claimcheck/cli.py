@@ -655,11 +655,11 @@ k (B, H_kv, n_k, d_k), v (B, H_kv, n_k, d_v), mask an impl.attention.Mask): ever
 mask kind, each with fixed problems and drawn ones, under the error-ratio rule (error <= 2 x the naive
 same-precision error + floor; 3 x for gradients), then fully masked rows (nan or zero when nothing is
 declared; any other value, such as the mean of V, fails). The tier sets the fixed problems: smoke (4
-and 8 query heads over 2 key/value heads, odd lengths, n_q < n_k and n_q > n_k, scores up to 110, the
-caller's scale 0.3, key padding, a sink, a softcap and ALiBi under each causal alignment), ci (the
-default: smoke plus 71 keys across a 64-wide tile, one query against 130 keys, 1025 keys, one key, a
-batch of 3, head dims 128 and 256), full (ci plus lengths 63 to 1025 on both sides of the 64- and 128-wide tiles, head dims 32
-to 256, 59 and 111). The counts of the run are printed before it starts.
+and 8 query heads over 2 key/value heads, odd lengths, n_q < n_k and n_q > n_k, scores up to 110 and
+all below -110, the caller's scale 0.3, key padding, a sink, a softcap and ALiBi under each causal
+alignment), ci (the default: smoke plus 71 keys across a 64-wide tile, one query against 130 keys,
+1025 keys, one key, a batch of 3, head dims 128 and 256), full (ci plus lengths 63 to 1025 on both
+sides of the 64- and 128-wide tiles, head dims 32 to 256, 59 and 111). The counts of the run are printed before it starts.
 
 Capabilities come from the options, else from fn.claims_capabilities (a dict: devices, dtypes, masks,
 gqa, backward, head_dims, equal_head_dims, fully_masked, head_dim_multiple, declines, scale, and the

@@ -62,6 +62,9 @@ C_OUT = 2.0  # FlashAttention's tests: output error <= 2 x the same-precision Py
 C_GRAD = 3.0  # ... and 3 x for gradients: the backward recomputes P from L, adding a few roundings
 FLOOR_ULPS = 2.0  # floor: 2 ulps of the size of the summed terms (one rounding of the result, one of a term)
 LARGE_LOGIT = 110.0  # largest score of the large-logit problem: exp(110) overflows float32 (max ~ exp(88.72))
+# largest score of the negative-logit problem: every exp(s) of a row underflows float32 (smallest ~ exp(-103.3)), so
+# only a kernel that subtracts the row's own max (from -inf, not from 0) gets its weights
+NEGATIVE_LOGIT = -110.0
 TILE = 16  # the smallest tile of the fused kernels here; fixed lengths (17, 33, 9, 13) miss its multiples
 WIDE_TILE = 64  # the key tile of most fused kernels' forward: tiles-64 and decode cross it (71 and 130 keys)
 SCALE = 0.3  # the caller's scale of the scale problem: neither 1/sqrt(d) nor 1/d for any integer d
@@ -121,7 +124,8 @@ class ProblemSpec:
     """Everything that makes one attention problem: shapes, mask kind, seed and logit regime.
 
     ``logit_scale`` multiplies q (a peaked softmax); ``max_logit``, when set, rescales q instead
-    so that the largest allowed score is exactly that value. ``scale`` is the softmax scale passed
+    so that the largest allowed score is exactly that value; a negative one shifts every score down instead
+    (q and k get a shared last coordinate, k's 1 and q's -shift / scale), so that every score is at most it. ``scale`` is the softmax scale passed
     to the kernel (None: its default 1/sqrt(d_k)); ``causal`` an alignment combined with the
     mask of a kind in :data:`CAUSAL_JOINS` (key padding, a sink, a softcap, ALiBi); ``strides`` lays q, k, v out as non-contiguous views
     (:func:`claimcheck.conventions.strided_views`: ``bshd`` or ``packed``).
@@ -267,7 +271,12 @@ def make_problem(spec: ProblemSpec, label: str = "drawn") -> AttentionProblem:
     k = torch.randn((s.B, s.H_kv, s.n_k, s.d_k), generator=gen, dtype=torch.float64)
     v = torch.randn((s.B, s.H_kv, s.n_k, s.d_v), generator=gen, dtype=torch.float64)
     mask = make_mask(s.mask, s.B, s.H_q, s.n_q, s.n_k, gen, s.causal)
-    if s.max_logit is not None:  # rescale q so that the largest allowed score q k^T * scale is max_logit
+    if s.max_logit is not None and s.max_logit < 0:  # shift every score: the largest allowed one is max_logit
+        q[..., -1], k[..., -1] = 0.0, 1.0
+        sc = scores(q, k, s.scale, _finite_mask(mask))
+        shift = sc[torch.isfinite(sc)].max().item() - s.max_logit
+        q[..., -1] = -shift / (default_scale(s.d_k) if s.scale is None else s.scale)
+    elif s.max_logit is not None:  # rescale q so that the largest allowed score q k^T * scale is max_logit
         sc = scores(q, k, s.scale, _finite_mask(mask))
         q = q * (s.max_logit / sc[torch.isfinite(sc)].max().item())
     return AttentionProblem(q, k, v, s.mask, mask, s.seed, spec=s, label=label)
@@ -335,7 +344,7 @@ _FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
     ("gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3", "tiles-64", "decode", "padding+top-left", "padding+bottom-right",
      f"keys-{LONG_KEYS}", *(f"head-{w}" for w in sorted({*WIDE_HEADS, *SWEEP_HEAD_DIMS})),
      *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65", "one-key", "batch-3", *STRIDED,
-     *(f"{kind}+{a}" for kind in CAUSAL_JOINS[1:] for a in ALIGNMENTS)))}
+     *(f"{kind}+{a}" for kind in CAUSAL_JOINS[1:] for a in ALIGNMENTS), "negative-logits"))}
 
 
 @functools.lru_cache(maxsize=None)
@@ -350,7 +359,8 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     ``gqa-4/2``: 4 query heads over 2 key/value heads, n_q = 9 < n_k = 20; ``gqa-8/2``: 8 over 2,
     n_q = 9 > n_k = 5 (for bottom-right causal, whose first n_q - n_k rows would see no key, 5 < 9
     instead: the fully-masked case covers those rows); ``large-logits``: 2 over 1, n_q = n_k = 19,
-    q rescaled so the largest allowed score is 110; ``scale-0.3``: 2 over 1, 7 x 11, the caller's
+    q rescaled so the largest allowed score is 110; ``negative-logits``: the same shape with every score
+    shifted to at most -110 (every exp(s) underflows float32 unless the row max is subtracted); ``scale-0.3``: 2 over 1, 7 x 11, the caller's
     scale 0.3 (left out when the kernel declares no ``scale`` argument). In the key-padding case,
     ``padding+top-left`` and ``padding+bottom-right`` (the shape of ``gqa-4/2``) add each declared
     causal alignment to the padding; in the sink, softcap and ALiBi cases ``sink+top-left`` and so on add it to
@@ -390,6 +400,7 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
         shapes += [("gqa-4/2", 1, 4, 2, 9, 20, d, d, None, None, None),
                    ("gqa-8/2", 1, 8, 2, n_q, n_k, d, d_v, None, None, None),
                    ("large-logits", 1, 2, 1, 19, 19, d, d, LARGE_LOGIT, None, None),
+                   ("negative-logits", 1, 2, 1, 19, 19, d, d, NEGATIVE_LOGIT, None, None),
                    ("scale-0.3", 1, 2, 1, 7, 11, d, d_v, None, SCALE, None)]
         joined = "padding" if mask_kind == "key-padding" else mask_kind
         shapes += [(f"{joined}+{a}", 1, 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]

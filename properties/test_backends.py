@@ -151,7 +151,7 @@ def test_flex_attention_error_is_within_c_times_the_naive_same_precision_error(b
                                                                                flex_seed):
     """FlexAttention, one test per dtype: one pytest node runs in one process, so torch.compile's first,
     slow compile happens once a dtype; every mask in one GQA shape (4 over 2 heads, n_q = 24 < n_k = 40),
-    with ordinary and with large logits (largest score 110: the same graph), key padding, a sink, a softcap
+    with ordinary, large and very negative logits (largest score 110, or every score below -110: the same graph), key padding, a sink, a softcap
     and ALiBi under each causal alignment (the mask_mod reads it from a tensor: the same graph), and in float32 the caller's
     scale 0.3 (one more compile: the scale is a constant of the graph) and the fully masked rows. At
     the ci tier, the kernel-scale shapes of :func:`claimcheck.kernel.fixed_problems` too (one compile a
@@ -165,7 +165,8 @@ def test_flex_attention_error_is_within_c_times_the_naive_same_precision_error(b
     _skip_unless_runs(flex, device, dtype)
     backward = flex.devices[device].backward
     for kind in [m for m in MASK_KINDS if supports(flex, device, kernel.Case(dtype, m, device).features())[0]]:
-        problems = [fixed_problem(kind, flex_seed), fixed_problem(kind, flex_seed, max_logit=kernel.LARGE_LOGIT)]
+        problems = [fixed_problem(kind, flex_seed), fixed_problem(kind, flex_seed, max_logit=kernel.LARGE_LOGIT),
+                    fixed_problem(kind, flex_seed, max_logit=kernel.NEGATIVE_LOGIT)]
         if kind in kernel.CAUSAL_JOINS:  # the causal flag is a tensor the mask_mod reads: the same graph
             problems += [fixed_problem(kind, flex_seed, causal=a) for a in ("top-left", "bottom-right")]
         if kind == "none" and dtype == torch.float32:

@@ -83,11 +83,11 @@ def causal_always_top_left(q, k, v, scale=None, mask=None):
     return _softmax_v(_scores(q, k, scale, mask), v)
 
 
-def _tiled(q, k, v, scale, mask, rescale=True, tail=True, normalise=True, block=BLOCK):
+def _tiled(q, k, v, scale, mask, rescale=True, tail=True, normalise=True, block=BLOCK, max_from_zero=False):
     """Online softmax over key tiles of ``block`` in float32 (the FlashAttention forward), with switchable bugs."""
     k, v = _heads(q, k, v)
     s_all = _scores(q.float(), k.float(), scale, mask)
-    m = torch.full(s_all.shape[:-1], -math.inf)
+    m = torch.full(s_all.shape[:-1], 0.0 if max_from_zero else -math.inf)  # 0: rows of negative scores underflow
     l = torch.zeros(s_all.shape[:-1])
     acc = torch.zeros(q.shape[:-1] + (v.shape[-1],))
     n_k = k.shape[-2]
@@ -111,6 +111,12 @@ def online_softmax_without_rescaling(q, k, v, scale=None, mask=None):
 
 def online_softmax_64_without_rescaling(q, k, v, scale=None, mask=None):
     return _tiled(q, k, v, scale, mask, rescale=False, block=WIDE_BLOCK)  # right for up to 64 keys, one tile
+
+
+def running_max_from_zero(q, k, v, scale=None, mask=None):
+    """The running row max starts at 0, not -inf: right while a row has a score near or above 0, but a row of
+    scores all below about -103 gives exp(s - 0) = 0 in float32 for every key, and 0 / 0."""
+    return _tiled(q, k, v, scale, mask, max_from_zero=True)
 
 
 def dropped_tail_block(q, k, v, scale=None, mask=None):
@@ -476,6 +482,8 @@ ZOO = [
           "old accumulators not rescaled by exp(m_old - m_new)", "float32-none", "gqa-4/2:out"),
     Wrong("online-softmax-64-without-rescaling", _declare(online_softmax_64_without_rescaling, **FORWARD),
           "no rescaling across 64-wide key tiles (exact up to 64 keys)", "float32-none", "tiles-64:out"),
+    Wrong("running-max-from-zero", _declare(running_max_from_zero, **FORWARD),
+          "the online softmax's running max starts at 0, not -inf", "float32-none", "negative-logits:out"),
     Wrong("dropped-tail-block", _declare(dropped_tail_block, **FORWARD), "the last partial key tile is skipped",
           "float32-none", "gqa-4/2:out"),
     Wrong("missing-normalisation", _declare(missing_normalisation, **FORWARD), "the output is not divided by l",
