@@ -257,6 +257,7 @@ def decide(experiment: Experiment, result: Result, registered: bool = True,
 
 __all__ = ["CONFIRMED", "CONTRADICTED", "INCONCLUSIVE", "UNINFORMATIVE", "OUTCOMES", "SIDES", "NOT_CONFIRMED",
            "NOT_CONTRADICTED", "Decision", "censored_t_interval", "decide", "expect", "expect_as_predicted",
+           "reject_as_predicted",
            "expect_side", "family", "family_key", "predicted_text", "resolution", "side", "t_interval"]
 
 
@@ -284,3 +285,16 @@ def expect_as_predicted(decision: Decision, **values: Any) -> None:
     if not decision.predicted:
         raise ValueError(f"{decision.name} is not a control of the mechanism: it has no predicted outcome")
     claim_assert(decision.as_predicted, decision.summary(), **values)
+
+
+def reject_as_predicted(decision: Decision, outcome: str, **values: Any) -> None:
+    """The body of a control of the mechanism marked ``@control``: the control shows a side it predicted (else
+    the control does not model what it was built for, an error of the evidence: :class:`PremiseFailed`), and
+    then its decision's own assertion, ``expect(decision, outcome)``, which must reject it."""
+    from claimcheck import premise
+
+    if not decision.predicted or outcome in decision.predicted:
+        raise ValueError(f"{decision.name}: a control rejected by its decision's check predicts another side than "
+                         f"{outcome!r}, not {decision.predicted!r}")
+    premise(decision.as_predicted, f"the control misses its predicted outcome: {decision.summary()}", **values)
+    expect(decision, outcome, **values)

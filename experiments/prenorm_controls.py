@@ -8,6 +8,9 @@ source of the decision's module) as they are.
   second pre-LN stack of the same depth and width from another initialisation and batch
   (``seed + PLACEBO_SEED``): a placebo of the same size without the proposed cause (the norm after the
   residual sum), so its spread ratio should be that of two draws of one architecture.
+* :class:`WarmupNeedPreLN`: the warm-up comparison of :class:`~experiments.prenorm.WarmupNeed` (the same grid,
+  warm-up, seeds and scale) run on pre-LN: the proposed cause of the need for warm-up, the norm after the
+  residual sum, removed, everything else kept.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import math
 from typing import Any
 
 from experiments.harness import Scale
-from experiments.prenorm import GradientSpread, layer_gradient_norms
+from experiments.prenorm import GradientSpread, WarmupNeed, _scan_curve, largest_stable_lr, layer_gradient_norms
 
 PLACEBO_SEED = 40_000
 
@@ -35,3 +38,19 @@ class GradientSpreadPlacebo(GradientSpread):
                 "log2_spread_ratio": math.log2(spread_placebo / spread_pre),
                 "curve:FFN weight gradient norm vs layer, pre-LN": pre,
                 "curve:FFN weight gradient norm vs layer, pre-LN placebo": placebo}
+
+
+class WarmupNeedPreLN(WarmupNeed):
+    """Pre-LN's largest stable rate with a linear warm-up over without: the warm-up gain without post-LN."""
+
+    name = f"{WarmupNeed.name}-pre-ln"
+
+    def __init__(self):
+        self.norm = "pre"  # both arms pre-LN
+
+    def run_seed(self, seed: int, scale: Scale) -> dict[str, Any]:
+        lr_none, finals_none = largest_stable_lr(seed, scale, self.norm, 0)
+        lr_warm, finals_warm = largest_stable_lr(seed, scale, self.norm, scale.extra["warmup"])
+        return {"lr_warmup": lr_warm, "lr_no_warmup": lr_none, "log10_lr_ratio": math.log10(lr_warm / lr_none),
+                "curve:final loss vs learning rate, pre-LN with warm-up": _scan_curve(finals_warm),
+                "curve:final loss vs learning rate, pre-LN without warm-up": _scan_curve(finals_none)}
