@@ -708,7 +708,7 @@ EXPERIMENT_FIGURE = "experiment"
 
 def _experiment(e: dict) -> str:
     """The experiment panel: the pre-registered prediction, the scale, per-seed values, effect, interval,
-    outcome, and the negative controls (the curves are drawn with the evidence's plots)."""
+    outcome, and the controls with their predicted outcomes (the curves are drawn with the evidence's plots)."""
     scale = ", ".join(f"{_e(k)} {_e(v)}" for k, v in e["scale"].items() if k != "extra")
     extra = ", ".join(f"{_e(k)} = {_e(v)}" for k, v in (e["scale"].get("extra") or {}).items())
     head = (f'<div class="experiment"><h3>Experiment <code>{_e(e["name"])}</code></h3>'
@@ -727,13 +727,21 @@ def _experiment(e: dict) -> str:
     runs = "".join(f'<tr><td><code>{_e(t)}</code></td><td>{_e(r.get("scale_text"))}</td>'
                    f'<td class="num">{_e(_num_text(r.get("effect")))}</td>'
                    f'<td class="num">[{_e(_num_text(r.get("ci_low")))}, {_e(_num_text(r.get("ci_high")))}]</td>'
-                   f'<td>{_e(r.get("outcome"))}</td></tr>' for t, r in rows)
+                   f'<td>{_e(r.get("outcome"))}</td><td>{_e(_predicted(r))}</td></tr>' for t, r in rows)
     return (head + f'<p class="outcome"><b>{_e(m.get("outcome"))}</b>: {_e(e.get("text"))}</p>'
             + _artefact(m.get("artefact"), m.get("wall_s")) +
             f'<table class="experiment-seeds"><thead><tr><th>seed</th><th>{_e(e["metric"])}</th></tr></thead>'
             f"<tbody>{seeds}</tbody></table>"
             '<table class="experiment-runs"><thead><tr><th>run</th><th>scale</th><th>effect</th>'
-            f'<th>t interval</th><th>outcome</th></tr></thead><tbody>{runs}</tbody></table></div>\n')
+            f'<th>t interval</th><th>outcome</th><th title="a control of the mechanism\'s outcome, predicted in its '
+            f'test before it ran">predicted</th></tr></thead><tbody>{runs}</tbody></table></div>\n')
+
+
+def _predicted(r: dict) -> str:
+    """``not confirmed (as predicted)`` for a control of the mechanism; empty for the decision and other controls."""
+    if not r.get("predicted_text"):
+        return ""
+    return f"{r['predicted_text']} ({'as' if r.get('as_predicted') else 'NOT as'} predicted)"
 
 
 def _artefact(a: dict | None, wall_s: Any) -> str:

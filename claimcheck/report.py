@@ -173,7 +173,9 @@ def experiment_summary(c: Claim, outcomes: list[dict]) -> dict[str, Any] | None:
     """The claim's experiment: the registered prediction and scale, and what this run measured.
 
     ``measured`` is the result recorded at the registered scale (None when it did not run); ``controls``
-    are the negative controls (other scales or broken variants), each with its outcome. ``text`` is the
+    are the other results its tests record, each with its outcome: controls of the mechanism (the decision's
+    scale, the proposed cause removed, with the outcome they predicted: ``predicted_text``, ``as_predicted``)
+    and broken variants at another scale. ``text`` is the
     sentence the verdict states: the outcome (confirmed, contradicted, inconclusive or uninformative by design)
     "at small scale (...)" with the deciding interval; ``registration`` says whether the history shows the
     prediction registered before its result.
@@ -204,6 +206,13 @@ def experiment_summary(c: Claim, outcomes: list[dict]) -> dict[str, Any] | None:
             "comparison": e.comparison, "threshold": e.threshold, "scale": dict(e.scale),
             "registered": e.registered, "registration": registration_sentence(e.registered),
             "uninformative": e.uninformative, "measured": measured, "controls": controls, "text": text}
+
+
+def control_prediction(k: dict) -> str:
+    """``; predicted not confirmed, as predicted`` for a control of the mechanism (empty for another control)."""
+    if not k.get("predicted_text"):
+        return ""
+    return f"; predicted {k['predicted_text']}, {'as' if k.get('as_predicted') else 'NOT as'} predicted"
 
 
 def registration_sentence(registered: str) -> str:
@@ -531,7 +540,8 @@ def _markdown_experiment(e: dict | None) -> list[str]:
                    f"{values}")
     for k in e["controls"]:
         out.append(f"  - control `{k['test'].split('::')[-1]}` ({k.get('scale_text')}): {k.get('outcome')}, "
-                   f"effect {_num(k.get('effect'))} [{_num(k.get('ci_low'))}, {_num(k.get('ci_high'))}]")
+                   f"effect {_num(k.get('effect'))} [{_num(k.get('ci_low'))}, {_num(k.get('ci_high'))}]"
+                   + control_prediction(k))
     return out
 
 

@@ -19,7 +19,11 @@ kept for comparison only); :func:`decide` turns a :class:`~experiments.harness.R
   Bonferroni-corrected (level ``1 - 0.05 / m`` each, so that all ``m`` hold together with 95%): the
   decisions of a :class:`~experiments.harness.VariantExperiment` family at one scale share its ``metrics``
   function (one model per seed); ``LearningRateTolerance`` and ``WarmupNeed`` share the post-LN scan
-  without warm-up. Negative controls are single checks at another scale: no correction.
+  without warm-up. Controls are single checks: no correction.
+* **controls of the mechanism**: a control removes the proposed cause while keeping everything else (or is a
+  placebo of the same size that should not work), runs at its decision's registered scale and seeds, and
+  carries its predicted outcome, stated in its test before it ran (``predicted``: the sides it may show).
+  Its decision reports the side it showed and whether that is the predicted one.
 * **outcome**: ``confirmed`` (the whole interval on the predicted side of the threshold),
   ``contradicted`` (the whole interval on the other side), ``inconclusive`` (it straddles), or
   ``uninformative by design`` when the registration says that the design cannot show the effect (the
@@ -42,6 +46,8 @@ from experiments.harness import Experiment, Result, Scale, VariantExperiment, sc
 CONFIRMED, CONTRADICTED, INCONCLUSIVE = "confirmed", "contradicted", "inconclusive"
 UNINFORMATIVE = "uninformative by design"
 OUTCOMES = (CONFIRMED, CONTRADICTED, INCONCLUSIVE, UNINFORMATIVE)
+SIDES = (CONFIRMED, CONTRADICTED, INCONCLUSIVE)  # where an interval can lie
+NOT_CONFIRMED, NOT_CONTRADICTED = (CONTRADICTED, INCONCLUSIVE), (CONFIRMED, INCONCLUSIVE)
 LEVEL = 0.95  # family-wise: each of m decisions of one family at 1 - (1 - LEVEL) / m
 
 
@@ -170,6 +176,7 @@ class Decision(Result):
     resolution: str | None = None
     bootstrap: tuple[float, float] = (math.nan, math.nan)
     uninformative: str | None = None
+    predicted: tuple[str, ...] = ()  # a control's predicted sides (empty: not a control of the mechanism)
 
     @property
     def outcome(self) -> str:
@@ -188,15 +195,24 @@ class Decision(Result):
     def summary(self) -> str:
         p = self.prediction
         seen = f"; the interval is {self.side}" if self.decided == UNINFORMATIVE else ""
+        if self.predicted:
+            seen += f"; predicted {predicted_text(self.predicted)}, {'as' if self.as_predicted else 'NOT as'} predicted"
         return (f"{self.name}: effect {self.effect:.4g}, {self.interval_text()}, {len(self.seeds)} seeds, vs "
                 f"{p.comparison} {p.threshold:g}: {self.decided}{seen} ({self.scale.describe()})")
+
+    @property
+    def as_predicted(self) -> bool | None:
+        """Whether a control showed a side it predicted (None: not a control of the mechanism)."""
+        return self.side in self.predicted if self.predicted else None
 
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()
         out.update({"outcome": self.decided, "side": self.side, "confirmed": self.decided == CONFIRMED,
                     "interval": "t", "level": self.level, "family": list(self.family),
                     "resolution": self.resolution, "interval_text": self.interval_text(),
-                    "bootstrap": [_finite(v) for v in self.bootstrap], "uninformative": self.uninformative})
+                    "bootstrap": [_finite(v) for v in self.bootstrap], "uninformative": self.uninformative,
+                    "predicted": list(self.predicted) or None, "predicted_text": predicted_text(self.predicted),
+                    "as_predicted": self.as_predicted})
         return out
 
 
@@ -204,10 +220,25 @@ def _finite(x: float) -> float | None:
     return None if math.isnan(x) or math.isinf(x) else float(x)
 
 
+def predicted_text(sides: Sequence[str]) -> str | None:
+    """``contradicted``, or ``not confirmed`` for the two sides other than confirmed (None: no prediction)."""
+    sides = tuple(sides)
+    if not sides:
+        return None
+    if len(sides) == 1:
+        return sides[0]
+    missing = [s for s in SIDES if s not in sides]
+    return f"not {missing[0]}" if len(missing) == 1 else " or ".join(sides)
+
+
 def decide(experiment: Experiment, result: Result, registered: bool = True,
-           uninformative: str | None = None) -> Decision:
+           uninformative: str | None = None, predicted: Sequence[str] = ()) -> Decision:
     """Decide ``result`` (``experiment`` run at ``result.scale``). A registered decision is corrected for its
-    family; ``uninformative`` is the registration's reason that the design cannot show the effect."""
+    family; ``uninformative`` is the registration's reason that the design cannot show the effect;
+    ``predicted`` are the sides a control of the mechanism predicts (a control is never registered)."""
+    predicted = tuple(predicted)
+    if predicted and (registered or not set(predicted) <= set(SIDES) or len(predicted) == len(SIDES)):
+        raise ValueError(f"a control predicts one or two of {SIDES} and is not registered: {predicted!r}")
     names = family(experiment, result.scale) if registered else (experiment.name,)
     level = 1 - (1 - LEVEL) / len(names)
     quantised = resolution(experiment)
@@ -221,11 +252,13 @@ def decide(experiment: Experiment, result: Result, registered: bool = True,
     base.update(ci_low=low, ci_high=high, confirmed=where == CONFIRMED and uninformative is None)
     return Decision(**base, decided=UNINFORMATIVE if uninformative else where, side=where, level=level,
                     family=names, resolution=quantised[1] if quantised else None,
-                    bootstrap=(result.ci_low, result.ci_high), uninformative=uninformative)
+                    bootstrap=(result.ci_low, result.ci_high), uninformative=uninformative, predicted=predicted)
 
 
-__all__ = ["CONFIRMED", "CONTRADICTED", "INCONCLUSIVE", "UNINFORMATIVE", "OUTCOMES", "Decision", "censored_t_interval",
-           "decide", "expect", "expect_side", "family", "family_key", "resolution", "side", "t_interval"]
+__all__ = ["CONFIRMED", "CONTRADICTED", "INCONCLUSIVE", "UNINFORMATIVE", "OUTCOMES", "SIDES", "NOT_CONFIRMED",
+           "NOT_CONTRADICTED", "Decision", "censored_t_interval", "decide", "expect", "expect_as_predicted",
+           "reject_as_predicted",
+           "expect_side", "family", "family_key", "predicted_text", "resolution", "side", "t_interval"]
 
 
 def expect(decision: Decision, outcome: str, side: str | None = None, **values: Any) -> None:
@@ -243,3 +276,25 @@ def expect_side(decision: Decision, side: str, **values: Any) -> None:
     from claimcheck import claim_assert
 
     claim_assert(decision.side == side, decision.summary(), **values)
+
+
+def expect_as_predicted(decision: Decision, **values: Any) -> None:
+    """A control of the mechanism's assertion: its interval lies on a side it predicted before it ran."""
+    from claimcheck import claim_assert
+
+    if not decision.predicted:
+        raise ValueError(f"{decision.name} is not a control of the mechanism: it has no predicted outcome")
+    claim_assert(decision.as_predicted, decision.summary(), **values)
+
+
+def reject_as_predicted(decision: Decision, outcome: str, **values: Any) -> None:
+    """The body of a control of the mechanism marked ``@control``: the control shows a side it predicted (else
+    the control does not model what it was built for, an error of the evidence: :class:`PremiseFailed`), and
+    then its decision's own assertion, ``expect(decision, outcome)``, which must reject it."""
+    from claimcheck import premise
+
+    if not decision.predicted or outcome in decision.predicted:
+        raise ValueError(f"{decision.name}: a control rejected by its decision's check predicts another side than "
+                         f"{outcome!r}, not {decision.predicted!r}")
+    premise(decision.as_predicted, f"the control misses its predicted outcome: {decision.summary()}", **values)
+    expect(decision, outcome, **values)

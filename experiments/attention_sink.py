@@ -7,9 +7,9 @@ each head's sink weight is its attention on position 0 averaged over the batch a
 positions ``first_query .. n-1``; the sink score is the largest over heads and layers. Uniform causal
 attention gives ``mean_i 1/(i+1)`` (about 0.03 for rows 16-63), recorded as ``uniform_baseline``.
 
-Control ``planted-sink``: the trained model's attention weights, as the metric reads them, with a sink
-planted in one head (layer 0, head 0: ``a -> (a + e_0)/2``, half of every row's mass on the first token);
-it checks that the metric and threshold see a sink where there is one.
+Control of the mechanism ``placebo-key`` (the decision's seeds, scale and models): the same score read on key
+:data:`PLACEBO_KEY` in place of key 0, a key that every scored query also sees but that is not the first, so
+being the first token, the proposed cause of a sink, is removed.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from experiments.models import ModelConfig, TinyTransformer, attention_layers, k
 from experiments.tasks import documents, generator
 
 EVAL_SEED = 10_000
+PLACEBO_KEY = 8  # visible to every query from first_query = 16 on, and not the first
 SINK = 0.3  # a sink head: at least this mean weight on token 0, 10x the uniform 1/(i+1) averaged over rows 16-63
 _EXTRA = {"task": "document-text", "vocab": 64, "lr": 0.003, "eval_batch": 16, "first_query": 16}
 SCALES = {
@@ -32,14 +33,12 @@ SCALES = {
                    extra={**_EXTRA, "first_query": 32}),
     "medium": Scale(layers=6, d_model=128, heads=8, steps=4000, seeds=5, seq_len=256, batch=16,
                     extra={**_EXTRA, "vocab": 96, "first_query": 64}),
-    "control": Scale(layers=2, d_model=32, heads=4, steps=100, seeds=3, seq_len=64, batch=16, extra=_EXTRA),
 }
-CONTROL = SCALES["control"]
 
 
-def sink_weights(weights: torch.Tensor, first_query: int) -> torch.Tensor:
-    """``weights (B, h, n, n)`` -> per-head mean attention on key 0 from queries ``first_query..n-1``: (h,)."""
-    return weights[:, :, first_query:, 0].mean(dim=(0, 2))
+def sink_weights(weights: torch.Tensor, first_query: int, key: int = 0) -> torch.Tensor:
+    """``weights (B, h, n, n)`` -> per-head mean attention on ``key`` from queries ``first_query..n-1``: (h,)."""
+    return weights[:, :, first_query:, key].mean(dim=(0, 2))
 
 
 @functools.lru_cache(maxsize=32)
@@ -56,10 +55,8 @@ def _metrics(seed: int, scale_key: str, variant: str) -> dict[str, Any]:
     with torch.no_grad():
         model(ids)
     weights = [a.weights for a in attention_layers(model)]
-    if variant == "planted-sink":
-        weights[0] = weights[0].clone()
-        weights[0][:, 0] = (weights[0][:, 0] + torch.eye(scale.seq_len)[0]) / 2  # rows (a_i + e_0) / 2
-    per_head = torch.stack([sink_weights(w, x["first_query"]) for w in weights])  # (layers, h)
+    key = PLACEBO_KEY if variant == "placebo-key" else 0
+    per_head = torch.stack([sink_weights(w, x["first_query"], key) for w in weights])  # (layers, h)
     keep_attention_weights(model, False)
     rows = torch.arange(x["first_query"], scale.seq_len, dtype=torch.float64)
     return {

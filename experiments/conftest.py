@@ -10,6 +10,8 @@ registered decisions that share its models, uninformative by design where the re
 the decision to the test (the report's ``experiment`` object and figures) and, at the CI scale, checks
 that the registry entry of the experiment's claim registers exactly this prediction and scale, so the code
 cannot drift from what was registered. A difference is an error of the evidence, not a counterexample.
+``decide(control, scale, predicted=sides)`` decides a control of the mechanism: it is never registered, its
+predicted sides are stated in the call, and it must run at its decision's registered scale (seeds included).
 """
 from pathlib import Path
 
@@ -46,15 +48,19 @@ def registered_mismatches(experiment: Experiment, scale: Scale, claim) -> list[s
 
 @pytest.fixture
 def decide(request):
-    def decide(experiment: Experiment, scale: Scale, registered: bool = True) -> Decision:
+    def decide(experiment: Experiment, scale: Scale, registered: bool = True, predicted=()) -> Decision:
         uninformative = None
+        if predicted:
+            claim, registered = registry(request.config).get(experiment.claim_id), False
+            if claim is None or claim.experiment is None or claim.experiment.scale != scale.as_dict():
+                pytest.fail(f"the control {experiment.name} does not run at its decision's registered scale")
         if registered:
             claim = registry(request.config).get(experiment.claim_id)
             problems = registered_mismatches(experiment, scale, claim)
             if problems:
                 pytest.fail("the experiment differs from its registration: " + "; ".join(problems))
             uninformative = claim.experiment.uninformative
-        decision = analyse(experiment, run(experiment, scale), registered, uninformative)
+        decision = analyse(experiment, run(experiment, scale), registered, uninformative, predicted)
         record_result(decision)
         return decision
     return decide

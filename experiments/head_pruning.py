@@ -7,8 +7,9 @@ snapshot of the attention spectra (the optimiser is restarted there: ``harness.t
 * Pruning (spectral.txt lines 412-414): each head's importance is the held-out loss increase when it
   alone is zeroed (``head_mask``); heads are then removed together, least important first, and the
   prunable fraction is the largest ``k / H`` whose loss stays within ``(1 + tolerance)`` of the full
-  model's (greedy pruning by single-head ablation). Control ``dead-heads``: after training, half the heads of
-  every layer secretly have their output projection zeroed, so they are redundant by construction.
+  model's (greedy pruning by single-head ablation). Control of the mechanism ``random-order`` (the decision's
+  seeds, scale and models): the same heads removed the same way, in a seeded random order instead of least
+  important first, a placebo of the same size that finds no redundancy.
 * Spectra (spectral.txt line 408): the documents' ``head_spectral_diversity`` (line 387: singular values
   of each head's attention matrix, mean pairwise Euclidean distance between heads, diagonal included),
   per layer and held-out sequence, averaged; the metric is its ratio late (end) / early (``early_step``).
@@ -97,13 +98,6 @@ def _masked_loss(model: TinyTransformer, pruned: set[tuple[int, int]], ids, targ
     return loss
 
 
-def _kill_half_the_heads(model: TinyTransformer) -> None:
-    """Zero the output projection of heads ``h/2 .. h-1`` in every layer (their output is removed)."""
-    for attn in attention_layers(model):
-        with torch.no_grad():
-            attn.w_o.weight[:, (attn.heads // 2) * attn.d_head:] = 0.0
-
-
 def _tie_the_heads(model: TinyTransformer) -> None:
     """Give every head of a layer head 0's query and key weights (rows ``0..d_head-1``)."""
     for attn in attention_layers(model):
@@ -112,7 +106,8 @@ def _tie_the_heads(model: TinyTransformer) -> None:
                 w.copy_(w[:attn.d_head].repeat(attn.heads, 1))
 
 
-BREAK = {"dead-heads": _kill_half_the_heads, "tied-heads": _tie_the_heads}
+BREAK = {"tied-heads": _tie_the_heads}
+ORDER_SEED = 20_000  # the random-order control's permutation: generator(seed + ORDER_SEED)
 
 
 @functools.lru_cache(maxsize=32)
@@ -127,6 +122,8 @@ def _metrics(seed: int, scale_key: str, variant: str) -> dict[str, Any]:
     heads = [(layer, h) for layer, attn in enumerate(attention_layers(model)) for h in range(attn.heads)]
     importance = {head: _masked_loss(model, {head}, ids, targets) - full for head in heads}
     order = sorted(heads, key=importance.get)
+    if variant == "random-order":
+        order = [heads[i] for i in torch.randperm(len(heads), generator=generator(seed + ORDER_SEED)).tolist()]
     pruned_curve, prunable = [], 0
     for k in range(1, len(heads) + 1):
         pruned_curve.append(_masked_loss(model, set(order[:k]), ids, targets))

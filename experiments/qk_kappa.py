@@ -9,8 +9,9 @@ points of training: kappa by :func:`impl.spectral.spectral_concentration` (lambd
 real part; kappa is complex for a general W_QK, and its real part is the one compared with 1) and the mean
 entropy of the attention rows on a fixed held-out batch. Effect: ``|Re kappa - 1|`` at the last step.
 
-The control of the mechanism runs the same seeds, scale and steps at learning rate 0: nothing is learned, and
-kappa stays at its initial value. Two arms are recorded beside the decision (not decided): QK normalisation (q and k of each head layer-normalised
+The control of the mechanism runs the same seeds, scale, steps and optimizer with every gradient replaced by
+Gaussian noise of the same norm (per parameter tensor, each step, :func:`noise_like`): the weights move as far
+as in training, but nothing about the task is learned. Two arms are recorded beside the decision (not decided): QK normalisation (q and k of each head layer-normalised
 before the scores, as in recent models) and a wider head (d_model = d_head = 64).
 """
 from __future__ import annotations
@@ -72,9 +73,19 @@ def _row_entropy(model: TinyTransformer, ids: torch.Tensor) -> float:
     return float(-(a * a.log()).sum(-1).mean())
 
 
+NOISE_SEED = 30_000  # the placebo gradients' generator: seed + NOISE_SEED
+
+
+def noise_like(grad: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Gaussian noise of the shape and Frobenius norm of ``grad`` (the placebo gradient)."""
+    z = torch.randn(grad.shape, generator=g, dtype=grad.dtype)
+    return z * (grad.norm() / z.norm())
+
+
 def kappa_trajectory(seed: int, scale: Scale, qk_norm: bool = False, d_model: int | None = None,
-                     lr: float = LR) -> dict[str, Any]:
-    """Train one model; kappa (real and imaginary parts) and the attention-row entropy at the checkpoints."""
+                     lr: float = LR, noise_gradients: bool = False) -> dict[str, Any]:
+    """Train one model; kappa (real and imaginary parts) and the attention-row entropy at the checkpoints
+    (``noise_gradients``: each gradient replaced by :func:`noise_like` before the step)."""
     torch.manual_seed(seed)
     width = d_model or scale.d_model
     model = TinyTransformer(ModelConfig(vocab=TASK.vocab, d_model=width, layers=scale.layers, heads=scale.heads,
@@ -86,6 +97,7 @@ def kappa_trajectory(seed: int, scale: Scale, qk_norm: bool = False, d_model: in
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=BETAS, weight_decay=0.0)
     at = {round(i * scale.steps / CHECKPOINTS) for i in range(CHECKPOINTS + 1)}
     g, steps, re, im, entropy, losses = generator(seed), [], [], [], [], []
+    noise = generator(seed + NOISE_SEED)
     for step in range(scale.steps + 1):
         if step in at:
             k = kappa(attn)
@@ -97,6 +109,9 @@ def kappa_trajectory(seed: int, scale: Scale, qk_norm: bool = False, d_model: in
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if noise_gradients:
+            for p in model.parameters():
+                p.grad = noise_like(p.grad, noise)
         opt.step()
         losses.append(float(loss.detach()))
     return {"steps": steps, "kappa_real": re, "kappa_imag": im, "entropy": entropy,
@@ -118,16 +133,18 @@ class KappaPlateau(Experiment):
         "interval. Recorded beside it, not decided: kappa and the mean attention-row entropy at 10 checkpoints, and "
         "the same for a QK-norm arm and a d_head = 64 arm.")
 
-    def __init__(self, lr: float = LR):
-        self.lr = lr  # 0.0: the control of the mechanism (the same steps, nothing learned: kappa stays at its init)
-        if lr != LR:  # a control is not the registered experiment: its artefacts carry its own name
-            self.name = f"{KappaPlateau.name}-lr-{lr:g}"
+    def __init__(self, gradients: str = "task"):
+        self.gradients = gradients  # "noise": the control of the mechanism (same-norm Gaussian noise, nothing learned)
+        if gradients != "task":  # a control is not the registered experiment: its artefacts carry its own name
+            self.name = f"{KappaPlateau.name}-{gradients}-gradients"
 
     def run_seed(self, seed: int, scale: Scale) -> dict[str, Any]:
-        plain = kappa_trajectory(seed, scale, lr=self.lr)
-        if self.lr != LR:  # the control needs the plain arm only
+        plain = kappa_trajectory(seed, scale, noise_gradients=self.gradients == "noise")
+        if self.gradients != "task":  # the control needs the plain arm only
             return {"kappa_distance_from_one": abs(plain["kappa_real"][-1] - 1.0),
-                    "kappa_real_init": plain["kappa_real"][0], "kappa_real_last": plain["kappa_real"][-1]}
+                    "kappa_real_init": plain["kappa_real"][0], "kappa_real_last": plain["kappa_real"][-1],
+                    "loss_last": plain["loss_last"],
+                    "curve:Re kappa(W_QK) vs step, noise gradients": {"x": plain["steps"], "y": plain["kappa_real"]}}
         normed = kappa_trajectory(seed, scale, qk_norm=True)
         wide = kappa_trajectory(seed, scale, d_model=2 * scale.d_model)
         out = {"kappa_distance_from_one": abs(plain["kappa_real"][-1] - 1.0),

@@ -16,8 +16,13 @@ measures on one batch of the bigram-chain text task:
   ``sum_l (||dL/dW_Q^l|| + ||dL/dW_K^l||) / sum_l ||dL/dW_V^l||`` (relative, so that the overall shrinking
   of the signal without residuals does not count as "weakening").
 
-Effect: ``log10`` of that ratio with residuals over without. The negative control gives the
-"no-residual" arm residuals too: the arms coincide and the effect is exactly 0.
+Effect: ``log10`` of that ratio with residuals over without.
+
+The control of the mechanism (``collapsed="decollapsed"``, the decision's seeds and scale) keeps the
+no-residual stack and removes only its collapse: after each layer the token deviations ``X - 1 mean(X)`` of
+the output are rescaled by a constant gain (no gradient through it) so that the output's collapse residual
+equals the layer input's (:func:`decollapse`). Nothing else changes (no residual connection, the same
+weights, batch and loss), so if the weakening is caused by the collapse, the effect falls below 0.5.
 """
 from __future__ import annotations
 
@@ -34,7 +39,6 @@ TASK = text(vocab=32)
 
 SCALES = {
     "ci": Scale(layers=12, d_model=32, heads=4, steps=0, seeds=5, seq_len=16, batch=8),
-    "control": Scale(layers=6, d_model=32, heads=4, steps=0, seeds=3, seq_len=16, batch=8),
     "small": Scale(layers=24, d_model=64, heads=4, steps=0, seeds=5, seq_len=32, batch=16),
     "medium": Scale(layers=48, d_model=128, heads=8, steps=0, seeds=5, seq_len=64, batch=32),
 }
@@ -46,13 +50,34 @@ def collapse_residual(x: torch.Tensor) -> float:
     return float((centred.flatten(1).norm(dim=-1) / x.flatten(1).norm(dim=-1)).mean())
 
 
+def decollapse(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``y (B, n, d)`` with its token deviations rescaled, per sequence, by a constant gain (detached) so that
+    its collapse residual ``||Y - 1 mean(Y)||_F / ||Y||_F`` equals that of ``x``: with ``Y = M + C`` (the mean
+    rows and the deviations, orthogonal), the gain ``s = r ||M|| / (||C|| sqrt(1 - r^2))`` for ``r = res(x)``."""
+    def parts(t):
+        mean = t.mean(dim=-2, keepdim=True).expand_as(t)
+        return mean, t - mean
+    (xm, xc), (ym, yc) = parts(x.detach()), parts(y)
+    r = xc.flatten(1).norm(dim=-1) / x.detach().flatten(1).norm(dim=-1)  # (B,)
+    gain = (r * ym.detach().flatten(1).norm(dim=-1)
+            / (yc.detach().flatten(1).norm(dim=-1) * (1 - r**2).sqrt()))  # (B,)
+    return ym + gain[:, None, None] * yc
+
+
 def stack_measurements(seed: int, scale: Scale, wrap: str) -> dict[str, Any]:
-    """Per-layer collapse residuals and projection-gradient norms of one attention-only stack at init."""
+    """Per-layer collapse residuals and projection-gradient norms of one attention-only stack at init
+    (``wrap="decollapsed"``: the stack without residuals, each layer's output passed through :func:`decollapse`)."""
     torch.manual_seed(seed)
     net = TinyTransformer(ModelConfig(vocab=TASK.vocab, d_model=scale.d_model, layers=scale.layers,
-                                      heads=scale.heads, max_len=scale.seq_len, norm=wrap, ffn=False))
+                                      heads=scale.heads, max_len=scale.seq_len,
+                                      norm="none" if wrap == "decollapsed" else wrap, ffn=False))
     ids, targets = TASK.sample(generator(seed), scale.batch, scale.seq_len)
-    states = net.hidden(ids)
+    if wrap == "decollapsed":
+        states = net.hidden(ids)[:1]  # the embedding (+ positions)
+        for block in net.blocks:
+            states.append(decollapse(block(states[-1]), states[-1]))
+    else:
+        states = net.hidden(ids)
     logits = net.head(net.final(states[-1]))
     torch.nn.functional.cross_entropy(logits.reshape(-1, TASK.vocab), targets.reshape(-1)).backward()
     grad = {w: [float(getattr(b.attn, w).weight.grad.norm()) for b in net.blocks] for w in ("w_q", "w_k", "w_v")}
@@ -73,7 +98,9 @@ class CollapseGradients(Experiment):
         "interval of the mean log10 ratio (residual / no residual) is >= 0.5.")
 
     def __init__(self, collapsed: str = "none"):
-        self.collapsed = collapsed  # "residual" is the negative control (no-residual arm secretly residual)
+        self.collapsed = collapsed  # "decollapsed": the control of the mechanism (no residual, no collapse)
+        if collapsed != "none":  # a control is not the registered experiment: its artefacts carry its own name
+            self.name = f"{CollapseGradients.name}-{collapsed}"
 
     def run_seed(self, seed: int, scale: Scale) -> dict[str, Any]:
         res, bare = stack_measurements(seed, scale, "residual"), stack_measurements(seed, scale, self.collapsed)

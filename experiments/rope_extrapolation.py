@@ -18,14 +18,10 @@ training length per alpha and with NTK-aware frequencies, the lost fraction ``(l
 loss_within) / (ln(vocab - 1) - loss_within)`` (0: no loss, 1: chance), attention row entropies (raw
 and normalised by ``log(i+1)``). Each :class:`RopeExperiment` decides one claim from them.
 
-Negative controls (``variant``), each a deliberately broken run whose outcome must differ from the
-experiment's: ``in-distribution`` (the "beyond" rows secretly lie inside the training length: boundary
-``L/2``, evaluation length ``L``), ``ntk-ignored`` (the NTK-aware frequencies are secretly the trained
-ones), ``planted-collapse`` (beyond the training length the evaluation tokens are secretly i.i.d., so
-nothing is predictable there), ``planted-dilution`` (rows beyond ``L`` secretly have their logits divided
-by ``(log(i+1)/log L)^2``, a flattening that alpha = 2 exactly undoes), ``alpha-doubled`` (every alpha is
-secretly applied twice), ``off-band-blinded`` (for every alpha outside 1.5-2 the rows beyond ``L`` secretly
-attend uniformly, so the optimum lies in 1.5-2 by construction).
+Controls of the mechanism (``variant``), run at the decisions' seeds and scale on the same trained models, each
+removing the proposed cause and keeping everything else: ``in-distribution`` (the rows read as "beyond" lie inside
+the training length: boundary ``L/2`` and evaluation length ``L``, the same model, task, scaling and metrics), and
+``alpha-zero`` (every alpha applied as 0: the over-concentration's proposed cause, a large exponent, removed).
 """
 from __future__ import annotations
 
@@ -58,10 +54,7 @@ SCALES = {
                    extra={**_EXTRA, "test_len": 256}),
     "medium": Scale(layers=4, d_model=128, heads=4, steps=3000, seeds=5, seq_len=128, batch=32,
                     extra={**_EXTRA, "vocab": 32, "test_len": 1024, "ntk_scale": 8}),
-    "control": Scale(layers=2, d_model=32, heads=2, steps=150, seeds=3, seq_len=32, batch=32,
-                     extra=_EXTRA),  # the negative controls
 }
-CONTROL = SCALES["control"]
 
 
 def lag_copy(g: torch.Generator, batch: int, seq_len: int, vocab: int, lag: int = 2, noise: float = 0.1) -> Batch:
@@ -76,7 +69,7 @@ def lag_copy(g: torch.Generator, batch: int, seq_len: int, vocab: int, lag: int 
     return x, targets
 
 
-VARIANT_EXPONENT = {"planted-dilution": lambda a: a - 2.0, "alpha-doubled": lambda a: 2.0 * a}
+VARIANT_EXPONENT = {"alpha-zero": lambda a: 0.0}
 
 
 def polylog_scale(train_len: int, alpha: float) -> ScoreScale:
@@ -84,13 +77,6 @@ def polylog_scale(train_len: int, alpha: float) -> ScoreScale:
     def scale(positions: torch.Tensor, d_head: int) -> torch.Tensor:
         ratio = (torch.log(positions.to(torch.float64) + 1.0) / math.log(train_len)).clamp(min=1.0)
         return (ratio**alpha / math.sqrt(d_head)).to(torch.float32)[:, None]
-    return scale
-
-
-def blinded_scale(train_len: int) -> ScoreScale:
-    """Logits of rows ``i >= train_len`` multiplied by 0 (uniform attention there), others by ``1/sqrt(d)``."""
-    def scale(positions: torch.Tensor, d_head: int) -> torch.Tensor:
-        return ((positions < train_len).to(torch.float32) / math.sqrt(d_head))[:, None]
     return scale
 
 
@@ -138,13 +124,10 @@ def _metrics(seed: int, scale_key: str, variant: str) -> dict[str, Any]:
     x = scale.extra
     model = _trained(seed, scale_key)
     boundary, test_len = scale.seq_len, x["test_len"]
-    if variant == "in-distribution":  # the "beyond" rows secretly lie inside the training length
+    if variant == "in-distribution":  # the "beyond" rows lie inside the training length
         boundary, test_len = scale.seq_len // 2, scale.seq_len
     g = generator(EVAL_SEED + seed)
     ids, targets = lag_copy(g, x["eval_batch"], test_len, x["vocab"], noise=x["noise"])
-    if variant == "planted-collapse":  # beyond the training length the tokens are secretly i.i.d.
-        ids[:, boundary:] = torch.randint(1, x["vocab"], (x["eval_batch"], test_len - boundary), generator=g)
-        targets[:, :-1] = ids[:, 1:]
     exponent = VARIANT_EXPONENT.get(variant, lambda a: a)
     within, beyond = slice(0, boundary), slice(boundary, test_len)
     trained_rows = slice(boundary // 2, boundary)
@@ -152,8 +135,7 @@ def _metrics(seed: int, scale_key: str, variant: str) -> dict[str, Any]:
     chance = math.log(x["vocab"] - 1)
     out: dict[str, Any] = {"curve:training loss": model.training_curve}
     for alpha in x["alphas"]:
-        blinded = variant == "off-band-blinded" and alpha not in BAND
-        _set_scale(model, blinded_scale(boundary) if blinded else polylog_scale(boundary, exponent(alpha)))
+        _set_scale(model, polylog_scale(boundary, exponent(alpha)))
         row_loss, row_h = _row_stats(model, ids, targets)
         out[f"loss_beyond@{alpha:g}"] = float(row_loss[beyond].nanmean())
         out[f"entropy_beyond@{alpha:g}"] = float(row_h[beyond].mean())
@@ -166,9 +148,7 @@ def _metrics(seed: int, scale_key: str, variant: str) -> dict[str, Any]:
             out["curve:loss per position (alpha 0)"] = row_loss.nan_to_num(0.0)
     _set_scale(model, polylog_scale(boundary, exponent(0.0)))
     d_head = scale.d_model // scale.heads
-    theta = (rope_frequencies(d_head, ROPE_BASE) if variant == "ntk-ignored"  # secretly the trained frequencies
-             else ntk_aware(d_head, ROPE_BASE, x["ntk_scale"]))
-    set_rope_frequencies(model, theta)
+    set_rope_frequencies(model, ntk_aware(d_head, ROPE_BASE, x["ntk_scale"]))
     out["loss_beyond_ntk"] = float(_row_stats(model, ids, targets)[0][beyond].nanmean())
     set_rope_frequencies(model, rope_frequencies(d_head, ROPE_BASE))  # leave the shared model as trained
     _set_scale(model, polylog_scale(scale.seq_len, 0.0))

@@ -12,9 +12,11 @@ middle step and at the last one, by power iteration on Hessian-vector products (
 parameter, :data:`POWER_ITERATIONS` steps from a seeded random start). Effect: ``log10(lambda_max(last) /
 lambda_max(middle))`` per seed, negative for a drift to flatness.
 
-The control of the mechanism runs the same seeds and scale with the cause removed: the second half of
-training has learning rate 0 (the optimizer still steps, so everything else is the same), and the effect is
-then what the measurement alone gives, two power iterations from different starts on one model.
+The control of the mechanism runs the same seeds and scale with the cause removed: in the second half of
+training every gradient is replaced by Gaussian noise of the same norm (per parameter tensor, each step,
+:func:`experiments.qk_kappa.noise_like`), so the optimizer takes steps of the same size and the weights move
+as far, but the loss no longer steers them: whatever the late drift of lambda_max is, descent on the loss
+causes it only if it does not survive this.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import torch
 
 from experiments.harness import Experiment, Prediction, Scale
 from experiments.models import ModelConfig, TinyTransformer
+from experiments.qk_kappa import NOISE_SEED, noise_like
 from experiments.tasks import generator, text
 
 TASK = text(vocab=32)
@@ -62,24 +65,27 @@ def top_hessian_eigenvalue(model: torch.nn.Module, ids: torch.Tensor, targets: t
     return quotient
 
 
-def sharpness_trajectory(seed: int, scale: Scale, late_lr: float = LR) -> dict[str, Any]:
-    """Train ``scale.steps`` steps (learning rate ``late_lr`` in the second half); the top Hessian eigenvalue on
-    the held-out batch at the middle step and at the last, and the training loss."""
+def sharpness_trajectory(seed: int, scale: Scale, late_noise: bool = False) -> dict[str, Any]:
+    """Train ``scale.steps`` steps (``late_noise``: the second half's gradients replaced by same-norm Gaussian
+    noise); the top Hessian eigenvalue on the held-out batch at the middle step and at the last, and the
+    training loss."""
     torch.manual_seed(seed)
     model = TinyTransformer(ModelConfig(vocab=TASK.vocab, d_model=scale.d_model, layers=scale.layers,
                                         heads=scale.heads, max_len=scale.seq_len, norm="pre"))
     held_out = TASK.sample(generator(HELD_OUT_SEED), scale.batch, scale.seq_len)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, weight_decay=0.0)
     g, middle, losses, sharpness = generator(seed), scale.steps // 2, [], {}
+    noise = generator(seed + NOISE_SEED)
     for step in range(scale.steps):
         if step == middle:
             sharpness["middle"] = top_hessian_eigenvalue(model, *held_out, seed=seed)
-            for group in opt.param_groups:
-                group["lr"] = late_lr
         ids, targets = TASK.sample(g, scale.batch, scale.seq_len)
         loss = _loss(model, ids, targets)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if late_noise and step >= middle:
+            for p in model.parameters():
+                p.grad = noise_like(p.grad, noise)
         opt.step()
         losses.append(float(loss.detach()))
     sharpness["last"] = top_hessian_eigenvalue(model, *held_out, seed=seed + 1)  # another start: the noise shows
@@ -102,13 +108,13 @@ class LateDrift(Experiment):
         "seeds, the mean of log10(lambda_max(last) / lambda_max(middle)) < 0, decided by its 95% t interval (4 "
         "degrees of freedom at 5 seeds). The record (progressive sharpening) predicts the opposite sign.")
 
-    def __init__(self, late_lr: float = LR):
-        self.late_lr = late_lr  # 0.0: the control of the mechanism (no training in the second half)
-        if late_lr != LR:  # a control is not the registered experiment: its artefacts carry its own name
-            self.name = f"{LateDrift.name}-late-lr-{late_lr:g}"
+    def __init__(self, late_gradients: str = "task"):
+        self.late_gradients = late_gradients  # "noise": the control of the mechanism (no descent in the second half)
+        if late_gradients != "task":  # a control is not the registered experiment: its artefacts carry its own name
+            self.name = f"{LateDrift.name}-late-{late_gradients}-gradients"
 
     def run_seed(self, seed: int, scale: Scale) -> dict[str, Any]:
-        m = sharpness_trajectory(seed, scale, self.late_lr)
+        m = sharpness_trajectory(seed, scale, self.late_gradients == "noise")
         ratio = m["sharpness_last"] / m["sharpness_middle"]
         return {**m, "log10_sharpness_late_over_mid": math.log10(ratio) if ratio > 0 else math.nan}
 

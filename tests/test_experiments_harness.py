@@ -103,3 +103,44 @@ def test_changed_code_replaces_the_artefact_of_its_scale_and_keeps_other_scales(
     assert harness.run(Toy(), SCALE).cached is False  # a new key: run again
     now = {p.name for p in tmp_path.glob("toy-*.json")}
     assert len(now) == 2 and len(now & old) == 1  # the other scale's artefact stays, the stale one is gone
+
+
+def test_a_control_reports_whether_it_showed_a_side_it_predicted(tmp_path, monkeypatch):
+    from experiments.analysis import CONFIRMED, CONTRADICTED, NOT_CONFIRMED, decide
+
+    monkeypatch.setenv("CLAIMS_EXPERIMENT_CACHE", str(tmp_path))
+    removed = Toy(offset=-1.0)  # the effect gone: every seed below the threshold
+    hit = decide(removed, harness.run(removed, SCALE), registered=False, predicted=NOT_CONFIRMED)
+    miss = decide(removed, harness.run(removed, SCALE), registered=False, predicted=(CONFIRMED,))
+    assert (hit.side, hit.as_predicted, miss.as_predicted) == (CONTRADICTED, True, False)
+    assert "predicted not confirmed, as predicted" in hit.summary() and "NOT as predicted" in miss.summary()
+    assert hit.to_json()["predicted_text"] == "not confirmed" and hit.to_json()["as_predicted"] is True
+
+
+@pytest.mark.parametrize("registered,predicted", [
+    (True, ("contradicted",)), (False, ("confirmed", "contradicted", "inconclusive")), (False, ("refuted",))])
+def test_a_control_predicts_one_or_two_sides_and_is_never_registered(registered, predicted, tmp_path, monkeypatch):
+    from experiments.analysis import decide
+
+    monkeypatch.setenv("CLAIMS_EXPERIMENT_CACHE", str(tmp_path))
+    with pytest.raises(ValueError):
+        decide(Toy(), harness.run(Toy(), SCALE), registered=registered, predicted=predicted)
+
+
+def test_a_control_rejected_by_its_decisions_check_fails_as_evidence_when_it_misses_its_prediction(tmp_path,
+                                                                                                     monkeypatch):
+    from claimcheck.evidence import ClaimViolation, PremiseFailed
+    from experiments.analysis import CONFIRMED, CONTRADICTED, INCONCLUSIVE, NOT_CONTRADICTED, decide, reject_as_predicted
+
+    monkeypatch.setenv("CLAIMS_EXPERIMENT_CACHE", str(tmp_path))
+    removed = Toy(offset=-1.0)
+    as_predicted = decide(removed, harness.run(removed, SCALE), registered=False, predicted=(CONTRADICTED,))
+    with pytest.raises(ClaimViolation):  # the decision's own check rejects the control: the @control passes
+        reject_as_predicted(as_predicted, CONFIRMED)
+    missed = decide(Toy(), harness.run(Toy(), SCALE), registered=False, predicted=(CONTRADICTED,))
+    with pytest.raises(PremiseFailed):  # confirmed where contradicted was predicted: an error, never a pass
+        reject_as_predicted(missed, INCONCLUSIVE)
+    with pytest.raises(ValueError):  # a prediction that includes the outcome the check asserts cannot be rejected
+        reject_as_predicted(decide(removed, harness.run(removed, SCALE), registered=False,
+                                   predicted=NOT_CONTRADICTED), CONFIRMED)
+

@@ -271,3 +271,14 @@ def test_the_markdown_findings_lead_with_each_kind_and_its_worst_and_say_how_far
     every = md[md.index("### Every finding"):]
     assert "| # | claim | verdict | kind | off | what is wrong |" in every
     assert "| 1 | [`a.code`](#acode) | **FAILS** | code-does-not-run | does not run: NameError |" in every
+
+
+def test_a_control_of_the_mechanism_shows_its_prediction_and_whether_it_held():
+    from claimcheck.html import _predicted
+    from claimcheck.report import control_prediction
+
+    hit, miss = {"predicted_text": "not confirmed", "as_predicted": True}, {"predicted_text": "contradicted",
+                                                                          "as_predicted": False}
+    assert control_prediction(hit) == "; predicted not confirmed, as predicted"
+    assert _predicted(miss) == "contradicted (NOT as predicted)"
+    assert control_prediction({"outcome": "confirmed"}) == _predicted({"predicted_text": None}) == ""
