@@ -32,7 +32,9 @@ def test_without_cuda_the_machine_step_fails_saying_why(tmp_path):
 
 
 def test_the_kernel_step_runs_claims_kernel_on_the_chosen_device(tmp_path):
-    proc = _run(tmp_path, GPU_CHECK_DEVICE="cpu", GPU_CHECK_STEPS="kernel", GPU_CHECK_BACKENDS="reference")
+    # the smoke tier and a CPU's time: the step's 45 s limit is sized for a GPU, and this checks the wiring
+    proc = _run(tmp_path, GPU_CHECK_DEVICE="cpu", GPU_CHECK_STEPS="kernel", GPU_CHECK_BACKENDS="reference",
+                GPU_CHECK_TIER="smoke", GPU_CHECK_KERNEL_LIMIT="240")
     assert proc.returncode == 0, (tmp_path / "gpu-check.log").read_text()[-3000:]
     text = (tmp_path / "kernel.txt").read_text()
     assert "claims kernel: reference on cpu" in text and "cases passed" in text and "FAIL" not in text

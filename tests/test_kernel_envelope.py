@@ -58,8 +58,8 @@ def test_a_wrong_kernel_that_declines_some_problems_is_still_caught_on_the_rest(
     backend = kernel.declared_backend(_recording([], wrong=True), "wrong", declines=_refuse_shared_heads)
     result = kernel.run_case(backend, kernel.Case(torch.float32, "none"), examples=2, base_seed=0, shrink=False)
     shared = {p.label for p in kernel.fixed_problems(backend, "none") if p.gqa}
-    assert shared == {"gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3", "keys-1025", "one-key", "batch-3",
-                      "non-contiguous"}  # the others: one head, or as many key/value heads as query heads
+    assert shared == {"gqa-4/2", "gqa-8/2", "large-logits", "negative-logits", "scale-0.3", "keys-1025", "one-key",
+                      "batch-3", "non-contiguous"}  # the others: one head, or as many key/value heads as query heads
     assert {label.split()[0] for label, _ in result.declined} & {p.label for p in kernel.fixed_problems(backend, "none")} == shared
     assert result.status == "fail" and "drawn:out" in result.failed_checks
     assert {"tiles-64:out", "decode:out"} <= set(result.failed_checks)

@@ -16,6 +16,7 @@
 # GPU_CHECK_STEPS (which steps, default "machine kernel pytest bench": a lease too short for all
 # runs them over two calls), GPU_CHECK_BACKENDS (the registry backends of step 2, default: every one
 # declaring the device), GPU_CHECK_TIER (the backend matrix's tier in steps 2 and 3, default ci),
+# GPU_CHECK_KERNEL_LIMIT (seconds for one plain backend's `claims kernel` in step 2, default 45),
 # GPU_CHECK_DEVICE=cpu (the same steps on the CPU: tests this script).
 # Exit status: 0 when every step ran and passed, else the number of steps that did not.
 set -u
@@ -90,7 +91,7 @@ from impl.backends import BACKENDS
 print(' '.join(n for n, b in BACKENDS.items() if sys.argv[1] in b.devices))" "$device" 2>>"$log")}
 wants kernel && : >"$out/kernel.txt"
 for name in ${backends:-}; do
-    examples=3 limit=45
+    examples=3 limit=${GPU_CHECK_KERNEL_LIMIT:-45}
     case $name in flex) examples=1 limit=150 ;; triton) examples=1 limit=90 ;; esac  # each new shape compiles
     step "claims kernel $name" "$limit" "$out/kernel-$name.txt" \
         "$py" -m claimcheck.cli kernel "$name" --device "$device" --examples "$examples" --tier "${GPU_CHECK_TIER:-ci}"

@@ -193,8 +193,8 @@ MUTANTS = [
 ]
 
 EQUIVALENT = [
-    Equivalent(_m("sdpa-enable-gqa-always", "backends.py", "scale=scale,\n" + " " * 50 + "enable_gqa=group > 1)",
-                  "scale=scale,\n" + " " * 50 + "enable_gqa=group > 0)",
+    Equivalent(_m("sdpa-enable-gqa-always", "backends.py", "scale=scale, enable_gqa=group > 1)",
+                  "scale=scale, enable_gqa=group > 0)",
                   "SDPA told GQA also when H_kv = H_q"),
                "with H_kv = H_q, enable_gqa=True repeats each key/value head once: the same computation"),
     Equivalent(_m("tiled-block-7", "backends.py", "return flash_attention(q, k, v, scale, mask, block_m=16, block_n=16)",
