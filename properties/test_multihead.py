@@ -268,7 +268,7 @@ def test_mha_is_blockdiag_of_kronecker_attention_applied_to_vec_x_wv(output, lay
     concat = torch.cat([a @ vi for a, vi in zip(attn, v.split(layout.d_head, dim=-1))], dim=-1)
     assert_equal_up_to_rounding(bd @ vec(v), vec(concat), "vec Concat(A_i V_i) != BlockDiag(I kron A_i) vec V")
     y = multi_head_attention(x, x, w["w_q"], w["w_k"], w["w_v"], w["w_o"], layout.n_heads)
-    assert_equal_up_to_rounding(output(x, w, attn, concat), y, "Concat(A_i X W_V^i) W^O != MHA")
+    assert_equal_up_to_rounding(output(x, w, attn, concat), y, f"{output.__name__}: Y != MHA")
 
 
 @pytest.mark.claim("multi-head.la-obs2-rank-h-claim")

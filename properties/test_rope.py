@@ -290,7 +290,7 @@ def test_rotation_preserves_norms_and_same_position_dot_products(key_offset, qkt
     tol = _logit_tolerance(q, k, abs(m) * theta.max().item())
     claim_assert(abs(rq @ rq - q @ q) <= _logit_tolerance(q, q, abs(m) * theta.max().item()), "|R(m) q| != |q|",
                  q=q, m=m)
-    claim_assert(abs(rq @ rk - q @ k) <= tol, "<R(m) q, R(m) k> != <q, k>", q=q, k=k, m=m)
+    claim_assert(abs(rq @ rk - q @ k) <= tol, "<R(m) q, R(m) k> != <q, k>", q=q, k=k, m=m, key_at=m + key_offset)
 
 
 # --- block structure (foundations:250-256, :399-405, :597) ---------------------------------------------------
