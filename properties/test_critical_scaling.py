@@ -74,18 +74,19 @@ def _measure(name: str) -> dict:
     return m
 
 
-def _wrong_schedule(name: str, why: str):
+def _wrong_schedule(name: str, why: str, models: str | None = None):
     """A ``measure`` parameter: the negative control that runs a sweep test on schedule ``name`` instead. A small
     sweep (n = 16, 64, 256, 2 matrices each; the full one costs seconds) and unrecorded: it only has to be rejected."""
     return pytest.param(lambda: _statistics(sweep(NS[:3], D_K, SCHEDULES[name], samples=2, seed=17, spectral=False)),
-                        id=name, marks=control(f"the schedule {name!r} instead: {why}"))
+                        id=name, marks=control(f"the schedule {name!r} instead: {why}", models=models))
 
 
 @pytest.mark.claim("spectral.fix-attention-scaling-c-n", "long-context.qk-scale-grows-softmax-uniform",
                    "spectral.temperature-controls-spectral-amplification")
 @pytest.mark.parametrize("derivative", [pytest.param(scaled_softmax_entropy_derivative, id="minus-beta-var"), pytest.param(
     lambda z, beta: -scaled_softmax_entropy_derivative(z, beta), id="plus-beta-var", marks=control(
-        "the other sign, dH/dbeta = +beta Var_p(z): larger logits would flatten softmax"))])
+        "the other sign, dH/dbeta = +beta Var_p(z): larger logits would flatten softmax",
+        models="long-context.qk-scale-grows-softmax-uniform"))])
 @given(z=real_matrices(1, 6, 10.0), beta=st.floats(0.0, 5.0))
 def test_entropy_of_softmax_decreases_as_logits_grow(derivative, z, beta):
     b = torch.tensor(beta, dtype=torch.float64, requires_grad=True)
@@ -120,7 +121,9 @@ def test_larger_softmax_inputs_make_softmax_more_uniform(z):
 @pytest.mark.claim("long-context.qk-scale-grows-softmax-uniform", "spectral.long-context-needs-score-scaling",
                    "spectral.rank-collapse-long-context-near-uniform", "long-context.critical-scaling-o1-saturation")
 @pytest.mark.parametrize("measure", [pytest.param(lambda: _measure("standard (f = 1)"), id="standard"), _wrong_schedule(
-    "multiplier sqrt(2 ln n)", "logits multiplied by the critical sqrt(2 ln n), which keeps the top weight constant")])
+    "multiplier sqrt(2 ln n)", "logits multiplied by the critical sqrt(2 ln n), which keeps the top weight constant"),
+    _wrong_schedule("multiplier (ln n)^1.7", "rows that saturate towards one-hot as n grows, as the claim has f = 1 do",
+                    models="long-context.critical-scaling-o1-saturation")])
 def test_unscaled_attention_flattens_as_the_context_grows(measure):
     m = measure()
     # the logits' scale does not grow with n: q.k/sqrt(d_k) has variance 1 whatever n is
@@ -153,9 +156,24 @@ def test_document_critical_scaling_keeps_attention_from_collapsing(schedule):
                    "long-context.critical-scaling-f-loglog", "long-context.critical-scaling-polylog-cancels-t",
                    "long-context.critical-scaling-theorem-polylog", "spectral.fix-attention-scaling-c-n",
                    "spectral.long-context-needs-score-scaling", "long-context.critical-scaling-exists")
-def test_a_growing_logit_multiplier_keeps_attention_from_flattening():
+@pytest.mark.parametrize("critical_schedule", [
+    pytest.param("multiplier sqrt(2 ln n)", id="sqrt-2-ln-n"),
+    pytest.param("document f = 1 + (ln T)^1.5, logits / sqrt(f)", id="document-polylog", marks=control(
+        "the document's critical scaling, logits / sqrt(1 + (ln T)^1.5), as the schedule that holds the top weight",
+        models=["long-context.critical-attention-formula-sqrt-dk-ft", "long-context.critical-scaling-f-polylog-1.5",
+                "long-context.critical-scaling-polylog-cancels-t"])),
+    pytest.param("document f = 1 + ln ln T, logits / sqrt(f)", id="document-loglog", marks=control(
+        "the document's f = 1 + ln ln T, logits / sqrt(f), as the schedule that holds the top weight",
+        models="long-context.critical-scaling-f-loglog")),
+    pytest.param("standard (f = 1)", id="f=1", marks=control(
+        "f = 1, which f = O(polylog T) admits, as the schedule that holds the top weight",
+        models="long-context.critical-scaling-theorem-polylog")),
+])
+def test_a_growing_logit_multiplier_keeps_attention_from_flattening(critical_schedule):
     standard, divided = _measure("standard (f = 1)"), _measure("document f = 1 + (ln T)^1.5, logits / sqrt(f)")
-    critical, strong = _measure("multiplier sqrt(2 ln n)"), _measure("multiplier (ln n)^1.7")
+    strong = _measure("multiplier (ln n)^1.7")
+    critical = (_measure(critical_schedule) if critical_schedule == "multiplier sqrt(2 ln n)"
+                else _statistics(_sweep(critical_schedule)))  # a control's sweep is not recorded
     # dividing by the document's growing f makes every row flatter than standard attention at every n
     claim_assert(bool((divided["entropy"] > standard["entropy"]).all()), "the document's division does not flatten "
                  "attention more than standard scaling", divided=divided["entropy"], standard=standard["entropy"])
@@ -233,7 +251,11 @@ def _critical_module(c: float = 1.0, power: float = 1.5, mutation: tuple[str, st
 @pytest.mark.claim("long-context.critical-scaling-code-docstring-matches-formula",
                    "long-context.critical-scaling-identity-at-train-length")
 @pytest.mark.parametrize("mutation", [AS_PRINTED, mutant("(math.log(seq_len) **", "(math.log2(seq_len) **",
-                                                            "log base 2 taken for the natural log")])
+                                                            "log base 2 taken for the natural log"),
+    mutant("return 1.0 + self.c * (math.log(seq_len) ** self.polylog_power)",
+           "return (1.0 + self.c * (math.log(seq_len) ** self.polylog_power)) / (1.0 + self.c * (math.log(4096) ** "
+           "self.polylog_power))", "f normalised to f(4096) = 1, as a model left unchanged at 4K needs",
+           models="long-context.critical-scaling-identity-at-train-length")])
 @given(t=st.integers(1, 10**6))
 def test_scale_factor_is_one_plus_ln_t_to_the_1_5(mutation, t):
     module = _critical_module(mutation=mutation)
@@ -244,14 +266,19 @@ def test_scale_factor_is_one_plus_ln_t_to_the_1_5(mutation, t):
 
 
 @pytest.mark.claim("long-context.critical-scaling-code-t-is-query-length")
+@pytest.mark.parametrize("length", [pytest.param(lambda n_q, n_k: n_q, id="query-count"), pytest.param(
+    lambda n_q, n_k: n_k, id="context-length", marks=control(
+        "T = the context length k.shape[-2], as the claim takes q.shape[-2] to be",
+        models="long-context.critical-scaling-code-t-is-query-length"))])
 @given(seed=seeds(), n_q=st.integers(1, 8), n_k=st.integers(1, 8))
-def test_critical_scaling_code_divides_by_sqrt_dk_f_of_the_query_count(seed, n_q, n_k):
+def test_critical_scaling_code_divides_by_sqrt_dk_f_of_the_query_count(length, seed, n_q, n_k):
     q, k, v = gaussian((n_q, D_K), seed), gaussian((n_k, D_K), seed + 1), gaussian((n_k, 3), seed + 2)
     got = _critical_module().forward(q, k, v)
-    expected = stable_softmax(q @ k.T / math.sqrt(D_K * document_divisor(n_q))) @ v
+    t = length(n_q, n_k)
+    expected = stable_softmax(q @ k.T / math.sqrt(D_K * document_divisor(t))) @ v
     # the same logits up to a few roundings (3 u |s|), moving the weights' total by <= 2 * 3 u |s|max; torch.softmax vs
     # the stable form and the n_k-term products: (n_k + 2) u; all times |v|max
-    s_max = (q @ k.T / math.sqrt(D_K * document_divisor(n_q))).abs().max().item()
+    s_max = (q @ k.T / math.sqrt(D_K * document_divisor(t))).abs().max().item()
     tol = (3 * s_max + n_k + 2) * 2.0**-52 * v.abs().max().item()
     claim_assert((got - expected).abs().max() <= tol, "the module does not compute softmax(QK^T/sqrt(d_k f(T_q)))V",
                  seed=seed, n_q=n_q, n_k=n_k)

@@ -127,12 +127,17 @@ def test_feature_map_linear_attention_is_the_nystrom_approximation():
 
 
 @pytest.mark.claim("linear-attention.la-linear-attn-is-nystrom")
+@pytest.mark.parametrize("approximation", [
+    pytest.param(lambda kernel, landmarks, q, k: nystrom(kernel, landmarks), id="nystrom"),
+    pytest.param(lambda kernel, landmarks, q, k: elu_plus_one(q) @ elu_plus_one(k).T, id="elu-plus-one", marks=control(
+        "elu+1 feature-map linear attention phi(Q) phi(K)^T as the Nystrom approximation",
+        models="linear-attention.la-linear-attn-is-nystrom"))])
 @given(seed=seeds(), n=st.integers(2, 8), m=st.integers(1, 4))
-def test_nystrom_reproduces_its_landmark_columns(seed, n, m):
+def test_nystrom_reproduces_its_landmark_columns(approximation, seed, n, m):
     q, k = gaussian((n, 4), seed), gaussian((n, 4), seed + 1)
     kernel = torch.exp(q @ k.T / 2)
     landmarks = list(range(min(m, n)))
-    approx = nystrom(kernel, landmarks)
+    approx = approximation(kernel, landmarks, q, k)
     cond = torch.linalg.cond(kernel[landmarks][:, landmarks]).item()
     # pinv of the landmark block amplifies rounding by its condition number: pinv(W) W = I + E, |E| <= 16 m eps cond(W)
     # (SVD-based pinv), and the m-term products K[:, S] pinv(W) W, entries <= m |K|
@@ -153,9 +158,17 @@ def test_elu_plus_one_features_approximate_q_k_transpose(qkv):
 
 
 @pytest.mark.claim("linear-attention.la-qk-approx-phi-phi", "linear-attention.la-performer-random-fourier-features")
-def test_random_features_estimate_the_softmax_kernel_without_bias():
+@pytest.mark.parametrize("target_of,performer", [
+    pytest.param(lambda q, k: torch.exp(q @ k.T), "positive", id="softmax-kernel"),
+    pytest.param(lambda q, k: q @ k.T, "positive", id="q-k-transpose", marks=control(
+        "Q K^T as what phi(Q) phi(K)^T approximates", models="linear-attention.la-qk-approx-phi-phi")),
+    pytest.param(lambda q, k: torch.exp(q @ k.T), "trigonometric", id="performer-trigonometric", marks=control(
+        "trigonometric random Fourier features as Performer's phi",
+        models="linear-attention.la-performer-random-fourier-features")),
+])
+def test_random_features_estimate_the_softmax_kernel_without_bias(target_of, performer):
     q, k = gaussian((4, 4), 82) * 0.5, gaussian((4, 4), 83) * 0.5
-    target = torch.exp(q @ k.T)
+    target = target_of(q, k)
     for name, phi in (("positive", positive_random_features), ("trigonometric", trigonometric_random_features)):
         draws = torch.stack([phi(q, omega) @ phi(k, omega).T
                              for omega in (gaussian((64, 4), 1000 + i) for i in range(200))])
@@ -164,10 +177,11 @@ def test_random_features_estimate_the_softmax_kernel_without_bias():
         record(f"max |mean - exp(q.k)| / s.e. ({name}, 200 draws of 64 features)", z)
         # unbiased: each of the 16 entries within 6 standard errors (two-sided 2e-9 per entry)
         claim_assert(z <= 6, f"{name} random features are biased for exp(q.k)", z=z)
-        if name == "positive":
-            claim_assert(bool((draws > 0).all()), "positive random features gave a non-positive estimate")
+        if name == performer:  # Performer's FAVOR+ features: every estimate positive
+            claim_assert(bool((draws > 0).all()), f"{name} random features (as Performer's) gave a non-positive "
+                         "estimate", share_negative=(draws <= 0).double().mean().item())
         else:
-            record("share of negative trigonometric estimates", (draws < 0).double().mean().item())
+            record(f"share of negative {name} estimates", (draws < 0).double().mean().item())
 
 
 @pytest.mark.claim("linear-attention.la-linear-transformer-elu-plus-one")
@@ -183,6 +197,11 @@ def test_elu_plus_one_linear_attention_gives_convex_combinations(qkv):
                  q=q, k=k)
 
 
+def _one_gate_for_every_token(pq: torch.Tensor, pk: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """Negative control: the implicit matrix of an update that does not see the token's gate: alpha_1 at every step."""
+    return implicit_attention_matrix(pq, pk, alpha[:1].expand_as(alpha))
+
+
 def _gates(seed: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.sigmoid(gaussian((n,), seed + 3)), torch.sigmoid(gaussian((n,), seed + 4))
 
@@ -194,6 +213,10 @@ def _gates(seed: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     pytest.param(implicit_attention_matrix, id="exact"),
     pytest.param(_gate_products_from_i, id="gates-from-i",
                  marks=control("prod_{j=i}^t alpha_j (an off-by-one) for prod_{j=i+1}^t alpha_j")),
+    pytest.param(_one_gate_for_every_token, id="update-without-the-token-gate", marks=control(
+        "S_t = f(S_{t-1}, k_t, v_t): an update that does not read the token's gate alpha_t (one gate for every step)",
+        models=["linear-attention.la-implicit-attn-matrix-state-view",
+                "linear-attention.la-intro-unified-matrix-state-recurrence"])),
 ])
 @given(qkv=sequences())
 def test_scalar_gated_recurrence_equals_the_implicit_attention_sum(qkv, implicit_matrix):
@@ -239,14 +262,20 @@ def test_gated_delta_rule_has_the_scalar_gated_implicit_form():
 
 
 @pytest.mark.claim("linear-attention.la-implicit-attn-covers-gated-deltanet")
+@pytest.mark.parametrize("delta_rule", [pytest.param(False, id="scalar-gated"), pytest.param(
+    True, id="gated-delta-rule", marks=control("Gated DeltaNet's delta rule with the same gates alpha_j, as the claim "
+                                               "puts it among the scalar-gated recurrences",
+                                               models="linear-attention.la-implicit-attn-covers-gated-deltanet"))])
 @given(seed=seeds())
 @settings(max_examples=20)  # 8 small recurrences per example
-def test_scalar_gated_recurrences_give_rank_one_grids(seed):
+def test_scalar_gated_recurrences_give_rank_one_grids(delta_rule, seed):
     e = torch.eye(3, dtype=torch.float64)
     gates = torch.sigmoid(gaussian((4,), seed))  # alpha of x_2 in {e_1, e_2} (and of x_3)
 
     def gated(q, k, v, a, b):  # alpha_j depends on token j only, as in RetNet / Mamba-2
         alpha = torch.stack([gates[0], gates[0] if torch.equal(k[1], e[0]) else gates[1], gates[2]])
+        if delta_rule:
+            return gated_delta_rule(q, k, v, alpha, b)
         return gated_linear_recurrence(elu_plus_one(q), elu_plus_one(k), v, alpha)
 
     grid = _grid(gated)

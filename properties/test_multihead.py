@@ -183,12 +183,20 @@ def test_sharing_changes_the_rank_of_each_heads_w_qk():
 
 
 @pytest.mark.claim("multi-head.qk-sharing-changes-wqk-rank")
+@pytest.mark.parametrize("shared_head_rank", [
+    pytest.param(lambda layout: layout.d_head, id="d_k"),
+    pytest.param(lambda layout: min(layout.d_model, layout.group * layout.d_head), id="changed", marks=control(
+        "sharing taken to change a head's rank: a shared head given its group's unshared joint rank min(d, g d_k)",
+        models="multi-head.qk-sharing-changes-wqk-rank"))])
 @given(layout=head_layouts(), seed=seeds())
-def test_sharing_keys_caps_the_joint_rank_of_a_groups_w_qk_at_d_k(layout, seed):
+@example(layout=HeadLayout(2, 2, 1, 1), seed=0)  # MQA, two heads of width 1
+def test_sharing_keys_caps_the_joint_rank_of_a_groups_w_qk_at_d_k(shared_head_rank, layout, seed):
     w = mha_weights(layout, seed)
     wqs, wks, _ = _per_head(w, layout)
+    # Gaussian W_Q^i, W_K^i of width d_k <= d: W_Q^i W_K^i^T (or W_Q^i W_Q^i^T) has rank d_k almost surely
     for i, r in enumerate(_w_qk_ranks(wqs, wks) + _w_qk_ranks(wqs, wqs)):
-        claim_assert(r <= layout.d_head, "a head's W_QK exceeds rank d_k (shared K or shared QK)", head=i, rank=r)
+        claim_assert(r == shared_head_rank(layout), "a head's W_QK does not have rank d_k with shared K or shared QK",
+                     head=i, rank=r, d_k=layout.d_head)
     for g in range(layout.n_kv_heads):  # heads of one group share W_K: stacked W_QK^i have one row space
         group = range(g * layout.group, (g + 1) * layout.group)
         stacked = torch.cat([wqs[i] @ wks[i].T for i in group], dim=0)  # (group d, d)
@@ -227,10 +235,29 @@ def test_mha_is_x_wq_blockdiag_of_attention_matrices_wv_transposed_wo():
                  printed=printed, actual=actual, n=n, d=layout.d_model, h=layout.n_heads)
 
 
+def _concat_times_w_o(x, w, attn, concat):
+    """Y = Concat_i(A_i X W_V^i) W^O."""
+    return concat @ w["w_o"]
+
+
+def _printed_product(x, w, attn, concat):
+    """Negative control: line 90's X W^Q BlockDiag(A_1, ..., A_h) W^{V T} W^O, where its shapes compose."""
+    bd, xwq = torch.block_diag(*attn), x @ w["w_q"]  # (h n, h n), (n, d)
+    claim_assert(xwq.shape[-1] == bd.shape[0] and bd.shape[1] == w["w_v"].shape[1],
+                 "X W^Q BlockDiag(A_1..A_h) W^{V T} is undefined", xwq=tuple(xwq.shape), blockdiag=tuple(bd.shape),
+                 w_v_transposed=tuple(w["w_v"].T.shape))
+    return xwq @ bd @ w["w_v"].T @ w["w_o"]
+
+
 @pytest.mark.claim("multi-head.la-obs2-blockdiag-formula", "multi-head.la-obs2-mha-block-diagonal-low-rank",
                    "multi-head.la-intro-mha-block-diagonal-low-rank")
+@pytest.mark.parametrize("output", [pytest.param(_concat_times_w_o, id="concat-w_o"), pytest.param(
+    _printed_product, id="printed-product", marks=control(
+        "the printed X W^Q BlockDiag(A_1, ..., A_h) W^{V T} W^O for the output",
+        models=["multi-head.la-obs2-blockdiag-formula", "multi-head.la-obs2-mha-block-diagonal-low-rank",
+                "multi-head.la-intro-mha-block-diagonal-low-rank"]))])
 @given(layout=head_layouts(kv_sharing=False), n=st.integers(1, 5), seed=seeds())
-def test_mha_is_blockdiag_of_kronecker_attention_applied_to_vec_x_wv(layout, n, seed):
+def test_mha_is_blockdiag_of_kronecker_attention_applied_to_vec_x_wv(output, layout, n, seed):
     w = mha_weights(layout, seed)
     x = gaussian(seed + 7, n, layout.d_model)
     attn = _attention_matrices(x, w, layout)
@@ -241,7 +268,7 @@ def test_mha_is_blockdiag_of_kronecker_attention_applied_to_vec_x_wv(layout, n, 
     concat = torch.cat([a @ vi for a, vi in zip(attn, v.split(layout.d_head, dim=-1))], dim=-1)
     assert_equal_up_to_rounding(bd @ vec(v), vec(concat), "vec Concat(A_i V_i) != BlockDiag(I kron A_i) vec V")
     y = multi_head_attention(x, x, w["w_q"], w["w_k"], w["w_v"], w["w_o"], layout.n_heads)
-    assert_equal_up_to_rounding(concat @ w["w_o"], y, "Concat(A_i X W_V^i) W^O != MHA")
+    assert_equal_up_to_rounding(output(x, w, attn, concat), y, f"{output.__name__}: Y != MHA")
 
 
 @pytest.mark.claim("multi-head.la-obs2-rank-h-claim")
@@ -257,14 +284,20 @@ def test_the_block_diagonal_of_attention_matrices_has_rank_h():
 
 @pytest.mark.claim("multi-head.la-obs2-rank-h-claim", "multi-head.la-obs2-mha-block-diagonal-low-rank",
                    "multi-head.la-intro-mha-block-diagonal-low-rank")
+@pytest.mark.parametrize("block_rank", [pytest.param(lambda ranks: sum(ranks), id="sum-of-ranks"), pytest.param(
+    len, id="h", marks=control("rank BlockDiag(A_1, ..., A_h) = h, as line 92 has it",
+                               models=["multi-head.la-obs2-rank-h-claim", "multi-head.la-obs2-mha-block-diagonal-low-rank",
+                                       "multi-head.la-intro-mha-block-diagonal-low-rank"]))])
 @given(layout=head_layouts(kv_sharing=False), n=st.integers(1, 5), seed=seeds())
-def test_block_diagonal_rank_is_the_sum_of_head_ranks_and_each_head_term_has_rank_at_most_d_k(layout, n, seed):
+@example(layout=HeadLayout(1, 1, 1, 1), n=2, seed=0)  # n > 1: a softmax matrix of rank 2
+def test_block_diagonal_rank_is_the_sum_of_head_ranks_and_each_head_term_has_rank_at_most_d_k(block_rank, layout, n,
+                                                                                               seed):
     w = mha_weights(layout, seed)
     x = gaussian(seed + 7, n, layout.d_model)
     attn = _attention_matrices(x, w, layout)
     ranks = [int(torch.linalg.matrix_rank(a)) for a in attn]
     total = int(torch.linalg.matrix_rank(torch.block_diag(*attn)))
-    claim_assert(total == sum(ranks), "rank BlockDiag != sum of block ranks", total=total, ranks=ranks)
+    claim_assert(total == block_rank(ranks), "rank BlockDiag != sum of block ranks", total=total, ranks=ranks)
     _, _, wvs = _per_head(w, layout)
     for i, (a, wv, wo) in enumerate(zip(attn, wvs, w["w_o"].split(layout.d_head, dim=0))):
         r = int(torch.linalg.matrix_rank(a @ x @ wv @ wo))  # head i's contribution to Y: (n, d)

@@ -78,9 +78,12 @@ def test_total_is_about_360k():
 
 
 @pytest.mark.claim("multi-head.param-total-360k")
-def test_total_is_4_dmodel_squared_plus_biases():
+@pytest.mark.parametrize("stated", [pytest.param(1_050_624, id="4d^2+4d"), pytest.param(
+    98_304 + 262_144, id="360K", marks=control("the document's total, 98,304 + 262,144 = 360,448",
+                                               models="multi-head.param-total-360k"))])
+def test_total_is_4_dmodel_squared_plus_biases(stated):
     c = _counts()
-    claim_assert(c["total"] == 4 * D_MODEL**2 + 4 * D_MODEL == 1_050_624, "total is not 4 d^2 + 4 d", **c)
+    claim_assert(c["total"] == 4 * D_MODEL**2 + 4 * D_MODEL == stated, "total is not 4 d^2 + 4 d", stated=stated, **c)
 
 
 @pytest.mark.claim("multi-head.param-comparable-single-head")
@@ -92,9 +95,15 @@ def test_multi_head_total_is_comparable_to_one_512_by_512_matrix():
 
 
 @pytest.mark.claim("multi-head.param-comparable-single-head")
-def test_multi_head_has_exactly_the_parameters_of_full_width_single_head_attention():
+@pytest.mark.parametrize("single_head", [
+    pytest.param(lambda: sum(p.numel() for p in torch.nn.MultiheadAttention(D_MODEL, 1, bias=True).parameters()),
+                 id="full-width-head"),
+    pytest.param(lambda: 512 * 512, id="one-512x512-matrix", marks=control(
+        "one 512 x 512 matrix (262,144) as the single head's count, as the claim has it",
+        models="multi-head.param-comparable-single-head"))])
+def test_multi_head_has_exactly_the_parameters_of_full_width_single_head_attention(single_head):
     multi = sum(p.numel() for p in _module().parameters())
-    single = sum(p.numel() for p in torch.nn.MultiheadAttention(D_MODEL, 1, bias=True).parameters())
+    single = single_head()
     claim_assert(multi == single, "h heads of width d/h and one head of width d differ in parameters",
                  multi=multi, single=single)
 

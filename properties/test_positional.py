@@ -304,10 +304,19 @@ def _positional_encoding_class():
 
 
 @pytest.mark.claim("positional.snippet-pe-table-matches-formula")
-@given(d_model=st.integers(1, 64).map(lambda half: 2 * half) | st.just(1), max_len=st.integers(1, 600))
-def test_printed_table_is_the_sinusoidal_encoding_for_even_d_model_and_d_model_1(d_model, max_len):
+@pytest.mark.parametrize("widths", [
+    pytest.param(st.integers(1, 64).map(lambda half: 2 * half) | st.just(1), id="even-or-1"),
+    pytest.param(st.integers(1, 31).map(lambda half: 2 * half + 1), id="odd-from-3", marks=control(
+        "every d_model, as the claim has it: odd widths >= 3 included", models="positional.snippet-pe-table-matches-formula")),
+])
+@given(data=st.data(), max_len=st.integers(1, 600))
+def test_printed_table_is_the_sinusoidal_encoding_for_even_d_model_and_d_model_1(widths, data, max_len):
     # even widths, and d_model = 1, which the correction says also works (the cosine fills an empty slice)
-    pe = _positional_encoding_class()(d_model, max_len=max_len).pe[0]  # float32, as printed
+    d_model = data.draw(widths, label="d_model")
+    try:
+        pe = _positional_encoding_class()(d_model, max_len=max_len).pe[0]  # float32, as printed
+    except RuntimeError as exc:
+        claim_assert(False, "PositionalEncoding(d_model) raises", d_model=d_model, error=f"{type(exc).__name__}: {exc}")
     pos = torch.arange(max_len)
     oracle = sinusoidal_encoding(pos, d_model)
     naive32 = sinusoidal_encoding(pos, d_model, dtype=torch.float32)
@@ -458,9 +467,12 @@ def _qkv(h: torch.Tensor, w, positions: torch.Tensor, rope: bool):
     return q, k, v
 
 
-def _full_forward(x: torch.Tensor, layers, rope: bool) -> torch.Tensor:
-    """Recompute everything: causal attention over the whole prefix, layer by layer (residual)."""
-    pos = torch.arange(x.shape[0], dtype=torch.float64)
+def _full_forward(x: torch.Tensor, layers, rope: bool, from_newest: bool = False) -> torch.Tensor:
+    """Recompute everything: causal attention over the whole prefix, layer by layer (residual). ``from_newest``
+    counts positions back from the last token (n - 1 - i), so that every new token moves the others."""
+    n = x.shape[0]
+    pos = torch.arange(n, dtype=torch.float64)
+    pos = n - 1 - pos if from_newest else pos
     h = x if rope else x + sinusoidal_encoding(pos, x.shape[-1])
     for w in layers:
         q, k, v = _qkv(h, w, pos, rope)
@@ -470,12 +482,13 @@ def _full_forward(x: torch.Tensor, layers, rope: bool) -> torch.Tensor:
     return h
 
 
-def _cached_decode(x: torch.Tensor, layers, rope: bool) -> torch.Tensor:
-    """Token by token: each layer's key/value of position t is computed (rotated) once and cached."""
+def _cached_decode(x: torch.Tensor, layers, rope: bool, from_newest: bool = False) -> torch.Tensor:
+    """Token by token: each layer's key/value of position t is computed (rotated) once and cached; ``from_newest``
+    gives each new token position 0, as positions counted back from the last token do when it arrives."""
     cache = [([], []) for _ in layers]
     outputs = []
     for t in range(x.shape[0]):
-        pos = torch.tensor([float(t)])
+        pos = torch.tensor([0.0 if from_newest else float(t)])
         h = x[t:t + 1] if rope else x[t:t + 1] + sinusoidal_encoding(pos, x.shape[-1])
         for (keys, values), w in zip(cache, layers):
             q, k, v = _qkv(h, w, pos, rope)
@@ -495,8 +508,8 @@ def decoder_inputs(draw):
     return torch.randn(n, d, dtype=torch.float64, generator=_generator(seed)), _two_layer_decoder(seed + 1, d)
 
 
-def _cache_error(x, layers, rope: bool) -> tuple[float, float]:
-    full, cached = _full_forward(x, layers, rope), _cached_decode(x, layers, rope)
+def _cache_error(x, layers, rope: bool, from_newest: bool = False) -> tuple[float, float]:
+    full, cached = _full_forward(x, layers, rope, from_newest), _cached_decode(x, layers, rope, from_newest)
     # the same sums in the same order up to the masked -inf terms: a few ulps of max|h| per layer.
     return (full - cached).abs().max().item(), 64 * EPS64 * x.shape[0] * max(full.abs().max().item(), 1.0)
 
@@ -512,10 +525,15 @@ def test_additive_sinusoidal_kv_cache_goes_stale(case):
 
 
 @pytest.mark.claim("positional.sinusoidal-kv-cache-needs-recompute")
+@pytest.mark.parametrize("from_newest", [pytest.param(False, id="absolute-positions"), pytest.param(
+    True, id="positions-from-newest", marks=control(
+        "a cache that does go stale: positions counted back from the newest token, so each step moves the cached "
+        "tokens, the condition under which the claim's recomputation is needed",
+        models="positional.sinusoidal-kv-cache-needs-recompute"))])
 @given(case=decoder_inputs(), rope=st.booleans())
-def test_cached_decoding_equals_recomputation_for_additive_pe_and_rope(case, rope):
+def test_cached_decoding_equals_recomputation_for_additive_pe_and_rope(from_newest, case, rope):
     x, layers = case
-    err, tol = _cache_error(x, layers, rope)
+    err, tol = _cache_error(x, layers, rope, from_newest)
     claim_assert(err <= tol, "cached decoding differs from recomputation", rope=rope, n=x.shape[0], max_difference=err)
 
 
@@ -623,10 +641,24 @@ def test_a_local_softmax_attention_head_equals_the_difference_convolution():
                  conv_on_step=_conv(step, w), head_with_zero_values=0.0)
 
 
+def _one_local_head(x: torch.Tensor, w: torch.Tensor, beta: float) -> torch.Tensor:
+    """Negative control: one local attention head over the same window, attention |w_o| / sum |w| on offset o (logits
+    log |w_o|), value weight sum_o w_o: it equals the convolution for kernels of one sign, as "convolution is local
+    attention" would need for every kernel (``beta`` unused)."""
+    k = len(w)
+    windows = torch.cat([torch.zeros(k - 1, dtype=x.dtype), x]).unfold(0, k, 1)  # (n, K), column K-1-o is offset o
+    return w.sum() * (windows @ stable_softmax(w.abs().log().flip(0)))
+
+
 @pytest.mark.claim("expressivity.la-connection-conv-equals-local-attention")
+@pytest.mark.parametrize("attention", [pytest.param(_relative_position_heads, id="k-heads"), pytest.param(
+    _one_local_head, id="one-head", marks=control("convolution as one local attention head, as the claim has it",
+                                                  models="expressivity.la-connection-conv-equals-local-attention"))])
 @given(n=st.integers(1, 16), k=st.integers(1, 4), shift=st.integers(0, 8), seed=st.integers(0, 2**31 - 1),
        beta=st.floats(5.0, 40.0))
-def test_convolution_is_translation_equivariant_and_relative_position_heads_approach_it(n, k, shift, seed, beta):
+@example(n=2, k=2, shift=0, seed=0, beta=10.0)  # seed 0 draws w = (-2.18, 0.57): mixed signs
+def test_convolution_is_translation_equivariant_and_relative_position_heads_approach_it(attention, n, k, shift, seed,
+                                                                                          beta):
     g = torch.Generator().manual_seed(seed)
     x, w = torch.randn(n, dtype=torch.float64, generator=g), torch.randn(k, dtype=torch.float64, generator=g)
     shifted = torch.cat([torch.zeros(shift, dtype=torch.float64), x])  # translate the sequence right by `shift`
@@ -637,6 +669,6 @@ def test_convolution_is_translation_equivariant_and_relative_position_heads_appr
     # every head puts e^beta / (e^beta + K - 1) on its offset: error <= sum_o |w_o| 2 (K-1) e^-beta max|x|; rounding:
     # per head a K-term product with softmax weights ((2 K + 3) u of |w_o| max|x|), plus the convolution's K u
     bound = w.abs().sum().item() * (2 * (k - 1) * math.exp(-beta) + 2 * (k + 1) * EPS64) * x.abs().max().item()
-    err = (_relative_position_heads(x, w, beta) - _conv(x, w)).abs().max().item()
+    err = (attention(x, w, beta) - _conv(x, w)).abs().max().item()
     claim_assert(err <= bound, "K relative-position heads do not approach the K-tap convolution", beta=beta, err=err,
                  bound=bound)

@@ -278,14 +278,19 @@ def test_rotation_preserves_the_order_of_dot_products(q, k1, k2, n):
 
 
 @pytest.mark.claim("rope.rotation-preserves-dot-product-ordering")
+@pytest.mark.parametrize("key_offset", [pytest.param(0, id="same-position"), pytest.param(
+    1, id="key-one-position-on", marks=control(
+        "the key rotated at m + 1, as RoPE rotates query and key at their own positions: the claim has the dot "
+        "product unchanged there too", models="rope.rotation-preserves-dot-product-ordering"))])
 @given(qkt=head_vectors_and_frequencies(), m=integer_positions())
-def test_rotation_preserves_norms_and_same_position_dot_products(qkt, m):
+@example(qkt=QKT_4, m=3)
+def test_rotation_preserves_norms_and_same_position_dot_products(key_offset, qkt, m):
     d, q, k, theta = qkt
-    rq, rk = _rope(q, m, theta), _rope(k, m, theta)
+    rq, rk = _rope(q, m, theta), _rope(k, m + key_offset, theta)
     tol = _logit_tolerance(q, k, abs(m) * theta.max().item())
     claim_assert(abs(rq @ rq - q @ q) <= _logit_tolerance(q, q, abs(m) * theta.max().item()), "|R(m) q| != |q|",
                  q=q, m=m)
-    claim_assert(abs(rq @ rk - q @ k) <= tol, "<R(m) q, R(m) k> != <q, k>", q=q, k=k, m=m)
+    claim_assert(abs(rq @ rk - q @ k) <= tol, "<R(m) q, R(m) k> != <q, k>", q=q, k=k, m=m, key_at=m + key_offset)
 
 
 # --- block structure (foundations:250-256, :399-405, :597) ---------------------------------------------------
@@ -457,12 +462,22 @@ def test_complex_form_of_the_logit_symbolically():
     claim_assert(_zero(complex_form - real_form), "Re[conj(q~) k~ e^{i phi}] != q^T R(phi) k for one plane")
 
 
+def _printed_range_pairs(x: torch.Tensor) -> torch.Tensor:
+    """Negative control: x~_i = x_{2i} + i x_{2i+1} over the printed range i = 1 .. d_k/2, coordinates past the last
+    read as 0 (d_k/2 complex numbers)."""
+    padded = torch.cat([x, torch.zeros(2, dtype=x.dtype)])
+    return torch.complex(padded[2::2], padded[3::2])
+
+
 @pytest.mark.claim("rope.proof-step4-complex-form")
+@pytest.mark.parametrize("pairs", [
+    pytest.param(lambda x: torch.complex(x[0::2], x[1::2]), id="i=0..d/2-1"),  # x~_i = x_{2i} + i x_{2i+1}
+    pytest.param(_printed_range_pairs, id="printed-range", marks=control(
+        "the printed range i = 1 .. d_k/2 of pairs (2i, 2i+1)", models="rope.proof-step4-complex-form"))])
 @given(qkt=head_vectors_and_frequencies(), m=integer_positions(), n=integer_positions())
-def test_complex_form_with_zero_based_pairs_equals_the_logit(qkt, m, n):
+def test_complex_form_with_zero_based_pairs_equals_the_logit(pairs, qkt, m, n):
     d, q, k, theta = qkt
-    q_t = torch.complex(q[0::2], q[1::2])  # q~_i = q_{2i} + i q_{2i+1}, i = 0 .. d/2 - 1
-    k_t = torch.complex(k[0::2], k[1::2])
+    q_t, k_t = pairs(q), pairs(k)
     complex_form = (q_t.conj() * k_t * torch.polar(torch.ones_like(theta), (n - m) * theta)).sum().real
     logit = _rope(q, m, theta) @ _rope(k, n, theta)
     tol = _logit_tolerance(q, k, 2 * max(abs(m), abs(n)) * theta.max().item())
@@ -496,14 +511,17 @@ def test_printed_expansion_of_q_rnm_k():
 
 
 @pytest.mark.claim("rope.proof-step3-expansion-sin-sign")
-def test_corrected_expansion_symbolically():
+@pytest.mark.parametrize("sine_sign", [pytest.param(1, id="corrected"), pytest.param(
+    -1, id="printed-sign", marks=control("line 481's sine coefficient, q_{2i} k_{2i+1} - q_{2i+1} k_{2i}",
+                                         models="rope.proof-step3-expansion-sin-sign"))])
+def test_corrected_expansion_symbolically(sine_sign):
     t1, t2, delta = sp.symbols("theta_0 theta_1 delta", real=True)
     q = sp.symbols("q0:4", real=True)
     k = sp.symbols("k0:4", real=True)
     lhs = (sp.Matrix(q).T * _block_rot(delta, (t1, t2)) * sp.Matrix(k))[0]
     corrected = sum(
         (q[2 * i] * k[2 * i] + q[2 * i + 1] * k[2 * i + 1]) * sp.cos(delta * t)
-        + (q[2 * i + 1] * k[2 * i] - q[2 * i] * k[2 * i + 1]) * sp.sin(delta * t)
+        + sine_sign * (q[2 * i + 1] * k[2 * i] - q[2 * i] * k[2 * i + 1]) * sp.sin(delta * t)
         for i, t in enumerate((t1, t2)))
     printed = sum(
         (q[2 * i] * k[2 * i] + q[2 * i + 1] * k[2 * i + 1]) * sp.cos(delta * t)
@@ -602,10 +620,15 @@ def test_x1_holds_the_odd_dimensions_and_x2_the_even_ones():
 
 
 @pytest.mark.claim("rope.snippet-half-split-comment-odd-even-wrong")
+@pytest.mark.parametrize("permutation", [pytest.param(interleaved_to_half_split, id="P"), pytest.param(
+    torch.arange, id="no-reordering", marks=control(
+        "the halves taken for the odd and even dimensions, as the comment has them: the two layouts then need no "
+        "reordering", models="rope.snippet-half-split-comment-odd-even-wrong"))])
 @given(qkt=head_vectors_and_frequencies(), m=integer_positions(), n=integer_positions())
-def test_half_split_and_interleaved_conventions_differ_by_a_fixed_permutation(qkt, m, n):
+@example(qkt=QKT_4, m=2, n=5)  # d_k = 4: two pairs (at d_k = 2 the layouts coincide)
+def test_half_split_and_interleaved_conventions_differ_by_a_fixed_permutation(permutation, qkt, m, n):
     d, q, k, theta = qkt
-    perm = interleaved_to_half_split(d)
+    perm = permutation(d)
     pos_q, pos_k = torch.tensor([float(m)]), torch.tensor([float(n)])
     tol = _logit_tolerance(q, k, 2 * max(abs(m), abs(n)) * theta.max().item())
     half_q = rope_half_split(q[perm][None], pos_q, theta)[0]

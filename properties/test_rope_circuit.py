@@ -22,7 +22,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claimcheck import claim_assert, record, refutes
+from claimcheck import claim_assert, control, record, refutes
 from impl.rope import rope_frequencies, rope_interleaved
 from impl.softmax import stable_softmax
 
@@ -36,21 +36,32 @@ def _rope_attention_last_output(x: torch.Tensor, w: tuple[torch.Tensor, ...]) ->
     return stable_softmax(q[-1] @ k.T / math.sqrt(d)) @ v
 
 
+def _rope_attention_over_a_log_window(x: torch.Tensor, w: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Negative control: the head's last output read from the last ceil(log2 n) tokens only, all that a fan-in-2
+    circuit whose size grows like log n can depend on (constant 1 in front of the log)."""
+    window = max(1, math.ceil(math.log2(x.shape[0])))
+    return _rope_attention_last_output(x[-window:], w)
+
+
 @pytest.mark.claim("expressivity.rope-transformer-circuit-size-bound", "expressivity.rope-transformer-circuit-size-table")
+@pytest.mark.parametrize("head", [pytest.param(_rope_attention_last_output, id="rope-head"), pytest.param(
+    _rope_attention_over_a_log_window, id="log-n-window", marks=control(
+        "a layer of O(log n) size: its output reads O(log n) of the n d input numbers",
+        models=["expressivity.rope-transformer-circuit-size-bound", "expressivity.rope-transformer-circuit-size-table"]))])
 @given(n=st.integers(2, 64), seed=st.integers(0, 2**31 - 1))
-def test_rope_attention_output_depends_on_every_input_number(n, seed):
+def test_rope_attention_output_depends_on_every_input_number(head, n, seed):
     d = 4
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, d, dtype=torch.float64, generator=g)
     w = tuple(torch.randn(d, d, dtype=torch.float64, generator=g) / d for _ in range(3))  # unsaturated softmax
-    y = _rope_attention_last_output(x, w)
+    y = head(x, w)
     changed = 0
     for j in range(n):
         for c in range(d):  # perturb one input number alone: coordinate c of token j
             x2 = x.clone()
             x2[j, c] += 0.5
             # rounding moves y by at most ~n eps |y| < 1e-13 |y|: a change above 1e-9 (1 + |y|) is a real dependence
-            changed += int((_rope_attention_last_output(x2, w) - y).abs().max().item() > 1e-9 * (1 + y.abs().max().item()))
+            changed += int((head(x2, w) - y).abs().max().item() > 1e-9 * (1 + y.abs().max().item()))
     claim_assert(changed == n * d, "the last output does not depend on some input number", n=n, d=d,
                  depends_on=changed)
 

@@ -35,13 +35,20 @@ def _ndim_rope_class():
     return run.namespace["NDimensionalRoPE"]
 
 
+def _frequency_run(base: float, pairs_per_dim: int, n_dims: int, max_pos_per_dim: int = 512,
+                   bind_pairs: bool = True) -> SnippetRun:
+    """Lines 524-528 executed with ``pairs_per_dim`` (= self.pairs_per_dim, unless ``bind_pairs`` is False, as in the
+    printed ``__init__``), ``n_dims`` and the constructor's other arguments (``base``, ``max_pos_per_dim``) bound."""
+    names = {"base": base, "n_dims": n_dims, "max_pos_per_dim": max_pos_per_dim}
+    if bind_pairs:
+        names["pairs_per_dim"] = pairs_per_dim
+    return load_snippet("foundations", 524, 528, requires=(SnippetRun("foundations", 0, 0, "", namespace=names),))
+
+
 def _frequency_loop(base: float, pairs_per_dim: int, n_dims: int,
                     max_pos_per_dim: int = 512) -> tuple[SnippetRun, list[torch.Tensor]]:
-    """Lines 524-528 executed with ``pairs_per_dim`` (= self.pairs_per_dim), ``n_dims`` and the constructor's other
-    arguments (``base``, ``max_pos_per_dim``) bound, as they are inside ``__init__``."""
-    bound = SnippetRun("foundations", 0, 0, "", namespace={"base": base, "pairs_per_dim": pairs_per_dim,
-                                                           "n_dims": n_dims, "max_pos_per_dim": max_pos_per_dim})
-    run = load_snippet("foundations", 524, 528, requires=(bound,))
+    """:func:`_frequency_run` with the name bound, and the frequencies it builds (one tensor per axis)."""
+    run = _frequency_run(base, pairs_per_dim, n_dims, max_pos_per_dim)
     assert run.ran, run.describe()
     return run, run.namespace["inv_freq_list"]
 
@@ -78,31 +85,51 @@ def _axial_rope_with_a_scalar_position(x: torch.Tensor, positions: torch.Tensor,
     return axial_rope(x, positions[..., :1].expand(positions.shape), thetas)
 
 
+def _kronecker_rope(x: torch.Tensor, positions: torch.Tensor, thetas: torch.Tensor) -> torch.Tensor:
+    """Negative control: x (1, d) rotated by line 435's Kronecker product of the per-axis rotations."""
+    return (kronecker_rotation(positions[0], thetas) @ x[0])[None]
+
+
+def _printed_ndim_rope(x: torch.Tensor, positions: torch.Tensor, thetas: torch.Tensor) -> torch.Tensor:
+    """Negative control: the printed NDimensionalRoPE(head_dim, n_dims, max_pos_per_dim) applied to x (1, d)."""
+    n_axes, d = len(thetas), x.shape[-1]
+    try:
+        rope = _ndim_rope_class()(d, n_axes, 1024)
+    except NameError as exc:
+        claim_assert(False, "NDimensionalRoPE cannot be constructed", n_dims=n_axes, head_dim=d,
+                     error=f"{type(exc).__name__}: {exc}")
+    return rope.apply(x[None, None], positions[None].long())[0, 0]
+
+
 @pytest.mark.claim("rope.ndim-position-vector-definition", "rope.ndim-tensor-product-formula",
                    "rope.ndim-snippet-supports-arbitrary-dims")
-@pytest.mark.parametrize("axial", [
-    pytest.param(axial_rope, id="impl"),
-    pytest.param(_axial_rope_with_a_scalar_position, id="scalar-position", marks=control(
+@pytest.mark.parametrize("axial,rotation", [
+    pytest.param(axial_rope, axial_rotation_matrix, id="impl"),
+    pytest.param(_axial_rope_with_a_scalar_position, axial_rotation_matrix, id="scalar-position", marks=control(
         "a scalar position: every axis's block rotated by the first coordinate m_1")),
+    pytest.param(_kronecker_rope, kronecker_rotation, id="kronecker-product", marks=control(
+        "line 435's Kronecker product of the per-axis rotations", models="rope.ndim-tensor-product-formula")),
+    pytest.param(_printed_ndim_rope, axial_rotation_matrix, id="printed-class", marks=control(
+        "the printed NDimensionalRoPE, taken to support every n_dims", models="rope.ndim-snippet-supports-arbitrary-dims")),
 ])
 @given(config=axial_configurations(), data=st.data())
-def test_axial_rope_logit_depends_on_each_axis_only_through_its_offset(axial, config, data):
+def test_axial_rope_logit_depends_on_each_axis_only_through_its_offset(axial, rotation, config, data):
     n_axes, d = config
     thetas = axial_frequencies(d, n_axes)
     q, k = data.draw(vectors(d), label="q"), data.draw(vectors(d), label="k")
     pos = st.lists(st.integers(-500, 500), min_size=n_axes, max_size=n_axes).map(
         lambda v: torch.tensor(v, dtype=torch.float64))
     m, n, shift = data.draw(pos, label="m"), data.draw(pos, label="n"), data.draw(pos, label="shift")
-    logit = axial(q[None], m[None], thetas)[0] @ axial(k[None], n[None], thetas)[0]
-    relative = q @ axial_rotation_matrix(n - m, thetas) @ k
-    shifted = axial(q[None], (m + shift)[None], thetas)[0] @ axial(k[None], (n + shift)[None], thetas)[0]
-    R = axial_rotation_matrix(m, thetas)
-    # angles up to 1000 rad carry ~1000 ulp; the d-term inner products add d roundings of |q||k|.
-    tol = 8 * EPS64 * (d + 2000) * (q.abs().max().item() * k.abs().max().item() * d + 1e-300)
+    R = rotation(m, thetas)
     # R^T R: per plane cos^2 + sin^2 of the same computed angle (cos, sin within 1 ulp, squares and sum: ~3.5 eps
     # whatever the angle) and c s - s c = 0 exactly; the other d - 2 terms are exact zeros
     claim_assert(R.shape == (d, d) and (R.T @ R - torch.eye(d, dtype=torch.float64)).abs().max() <= 8 * EPS64,
-                 "the axial rotation is not a d x d orthogonal matrix", n_axes=n_axes, d=d)
+                 "the axial rotation is not a d x d orthogonal matrix", n_axes=n_axes, d=d, shape=list(R.shape))
+    logit = axial(q[None], m[None], thetas)[0] @ axial(k[None], n[None], thetas)[0]
+    relative = q @ rotation(n - m, thetas) @ k
+    shifted = axial(q[None], (m + shift)[None], thetas)[0] @ axial(k[None], (n + shift)[None], thetas)[0]
+    # angles up to 1000 rad carry ~1000 ulp; the d-term inner products add d roundings of |q||k|.
+    tol = 8 * EPS64 * (d + 2000) * (q.abs().max().item() * k.abs().max().item() * d + 1e-300)
     claim_assert(abs(logit - relative) <= tol, "<R(m) q, R(n) k> != <q, R(n - m) k> for position vectors",
                  m=m, n=n, n_axes=n_axes)
     claim_assert(abs(logit - shifted) <= tol, "the logit changes under a common shift of the position vectors",
@@ -231,9 +258,14 @@ def test_line_527_runs_inside_the_printed_constructor():
 
 
 @pytest.mark.claim("rope.ndim-snippet-freq-formula-line-527")
+@pytest.mark.parametrize("bind_pairs", [pytest.param(True, id="name-bound"), pytest.param(
+    False, id="as-printed", marks=control("line 527 as printed in __init__, pairs_per_dim never bound, taken to run",
+                                          models="rope.ndim-snippet-freq-formula-line-527"))])
 @given(p=st.integers(1, 16), base=st.floats(2.0, 1e6))
-def test_line_527_with_its_name_bound_computes_base_to_the_minus_j_over_p(p, base):
-    _, freqs = _frequency_loop(base, p, 1)
+def test_line_527_with_its_name_bound_computes_base_to_the_minus_j_over_p(bind_pairs, p, base):
+    run = _frequency_run(base, p, 1, bind_pairs=bind_pairs)
+    claim_assert(run.ran, "line 527 does not run", error=run.describe())
+    freqs = run.namespace["inv_freq_list"]
     j = torch.arange(0, p, 2, dtype=torch.float64)
     expected = base ** (-j / p)
     # float32 arithmetic (the printed .float()): a few float32 ulps of the result.
@@ -252,12 +284,16 @@ def test_each_axis_gets_pairs_per_dim_frequencies():
 
 
 @pytest.mark.claim("rope.ndim-snippet-freqs-per-axis-count", "rope.ndim-snippet-head-dim-split-per-axis")
+@pytest.mark.parametrize("count", [pytest.param(_ceil_half, id="ceil(p/2)"), pytest.param(
+    lambda p: p, id="pairs_per_dim", marks=control("pairs_per_dim frequencies per axis, as the claims have it",
+        models=("rope.ndim-snippet-freqs-per-axis-count", "rope.ndim-snippet-head-dim-split-per-axis")))])
 @given(config=axial_configurations(max_axes=3, max_pairs_per_axis=8))
-def test_printed_frequency_loop_gives_ceil_half_frequencies_per_axis_while_impl_gives_one_per_pair(config):
+@example(config=(1, 4))  # p = 2: ceil(p/2) != p
+def test_printed_frequency_loop_gives_ceil_half_frequencies_per_axis_while_impl_gives_one_per_pair(count, config):
     n_dims, head_dim = config
     p = head_dim // (2 * n_dims)
     _, freqs = _frequency_loop(10000.0, p, n_dims)
-    claim_assert(len(freqs) == n_dims and all(len(f) == _ceil_half(p) for f in freqs),
+    claim_assert(len(freqs) == n_dims and all(len(f) == count(p) for f in freqs),
                  "the printed loop does not give ceil(p/2) frequencies per axis", p=p, n_dims=n_dims)
     claim_assert(tuple(axial_frequencies(head_dim, n_dims).shape) == (n_dims, p),
                  "impl/rope_nd does not give one frequency per rotation pair", p=p, n_dims=n_dims)
@@ -278,11 +314,22 @@ def test_printed_frequencies_follow_2pi_over_t_max_power_formula():
                  code_ratio=ratios, formula_ratio_for_equal_lambdas=formula, code_theta_0=1.0, formula_theta_0="2 pi lambda_0")
 
 
+def _comment_formula(p: int, base: float) -> torch.Tensor:
+    """Negative control: the comment's theta_i = 2 pi / T_max^{2i/d_k} lambda_i (T_max = max_pos_per_dim = 512,
+    d_k = 2p, lambda_i = 1), i = 0 .. ceil(p/2) - 1."""
+    return 2 * math.pi * 512.0 ** (-2 * torch.arange(_ceil_half(p), dtype=torch.float64) / (2 * p))
+
+
 @pytest.mark.claim("rope.ndim-snippet-comment-formula-not-implemented")
+@pytest.mark.parametrize("expected", [
+    pytest.param(lambda p, base: rope_frequencies(2 * p, base)[: _ceil_half(p)] ** 2, id="base^(-j/p)"),
+    pytest.param(_comment_formula, id="comment-formula", marks=control(
+        "the comment's 2 pi / T_max^{2i/d_k} lambda_i (lambda_i = 1)",
+        models="rope.ndim-snippet-comment-formula-not-implemented"))])
 @given(p=st.integers(1, 12), base=st.floats(10.0, 1e5))
-def test_printed_frequencies_are_the_standard_rope_inverse_frequencies_of_a_2p_block(p, base):
+def test_printed_frequencies_are_the_standard_rope_inverse_frequencies_of_a_2p_block(expected, p, base):
     _, freqs = _frequency_loop(base, p, 1)
-    standard = rope_frequencies(2 * p, base)[: _ceil_half(p)] ** 2  # base^{-2i/(2p)} squared = base^{-2i/p}
+    standard = expected(p, base)  # base^{-2i/(2p)} squared = base^{-2i/p}
     claim_assert(torch.allclose(freqs[0].double(), standard, rtol=8 * 2.0**-23 * (1 + math.log(base)), atol=0),
                  "the printed inverse frequencies are not base^{-j/p}: no 2 pi, no T_max, no lambda", p=p, base=base)
 
@@ -294,18 +341,45 @@ def ndim_cache_configs(draw):
     return head_dim, n_dims, max_pos
 
 
+def _cache_shapes(head_dim: int, n_dims: int, max_pos: int) -> dict[str, tuple[int, ...]]:
+    """The shapes lines 539-542 give: freqs (max_pos, W), emb (max_pos, 2 W), cos_cached (1, 1, max_pos, 2 W),
+    W = len(inv_freq) = n_dims ceil(p/2)."""
+    width = n_dims * _ceil_half(head_dim // (2 * n_dims))
+    return {"freqs": (max_pos, width), "emb": (max_pos, 2 * width), "cos_cached": (1, 1, max_pos, 2 * width)}
+
+
+def _commented(name: str, shape):
+    """Negative control: the shapes with ``name``'s replaced by the comment's ``shape(head_dim, n_dims, max_pos)``."""
+    def shapes(head_dim: int, n_dims: int, max_pos: int) -> dict[str, tuple[int, ...]]:
+        return {**_cache_shapes(head_dim, n_dims, max_pos), name: shape(head_dim, n_dims, max_pos)}
+    return shapes
+
+
 @pytest.mark.claim("rope.ndim-snippet-cache-shape-comment", "rope.ndim-snippet-einsum-shape-comment",
                    "rope.ndim-snippet-emb-shape-comment")
+@pytest.mark.parametrize("shapes", [
+    pytest.param(_cache_shapes, id="two-dimensional"),
+    pytest.param(_commented("cos_cached", lambda hd, n, t: (n, t, hd // 2)), id="cache-comment", marks=control(
+        "the cache comment's (n_dims, max_pos, head_dim/2)", models="rope.ndim-snippet-cache-shape-comment")),
+    pytest.param(_commented("freqs", lambda hd, n, t: (n, t, hd // (2 * n))), id="einsum-comment", marks=control(
+        "the einsum comment's (n_dims, max_pos, pairs_per_dim)", models="rope.ndim-snippet-einsum-shape-comment")),
+    pytest.param(_commented("emb", lambda hd, n, t: (n, t, hd // n)), id="emb-comment", marks=control(
+        "the emb comment's (n_dims, max_pos, head_dim/n_dims)", models="rope.ndim-snippet-emb-shape-comment")),
+])
 @given(config=ndim_cache_configs())
-def test_printed_cache_shapes_are_two_dimensional_with_no_axis_dimension(config):
+def test_printed_cache_shapes_are_two_dimensional_with_no_axis_dimension(shapes, config):
     head_dim, n_dims, max_pos = config
     obj = _completed_instance(head_dim, n_dims, max_pos)
-    width = n_dims * _ceil_half(head_dim // (2 * n_dims))  # len(inv_freq)
+    expected = shapes(head_dim, n_dims, max_pos)
     freqs = torch.einsum("d,p->dp", torch.arange(max_pos).float(), obj.inv_freq)  # line 539's expression
-    claim_assert(tuple(freqs.shape) == (max_pos, width), "freqs is not (max_pos, len(inv_freq))",
-                 shape=list(freqs.shape))
-    claim_assert(tuple(obj.cos_cached.shape) == (1, 1, max_pos, 2 * width),
-                 "cos_cached is not (1, 1, max_pos, 2 len(inv_freq))", shape=list(obj.cos_cached.shape))
+    claim_assert(tuple(freqs.shape) == expected["freqs"], "freqs is not (max_pos, len(inv_freq))",
+                 shape=list(freqs.shape), expected=expected["freqs"])
+    emb_shape = tuple(obj.cos_cached.shape[2:])  # cos_cached = emb.cos() unsqueezed twice (line 542)
+    claim_assert(emb_shape == expected["emb"], "emb is not (max_pos, 2 len(inv_freq))", shape=list(emb_shape),
+                 expected=expected["emb"])
+    claim_assert(tuple(obj.cos_cached.shape) == expected["cos_cached"],
+                 "cos_cached is not (1, 1, max_pos, 2 len(inv_freq))", shape=list(obj.cos_cached.shape),
+                 expected=expected["cos_cached"])
 
 
 @pytest.mark.claim("rope.ndim-snippet-cache-shape-comment")
@@ -387,13 +461,18 @@ def test_printed_cache_lookup_has_shape_b_h_t_n_dims_head_dim_over_n_dims():
 
 
 @pytest.mark.claim("rope.ndim-snippet-apply-shape-comment", "rope.ndim-snippet-apply-returns-rotation")
+@pytest.mark.parametrize("lookup_shape", [
+    pytest.param(lambda b, h, t, n_dims, width, head_dim: (1, 1, b, t, n_dims, width), id="index-prepended"),
+    pytest.param(lambda b, h, t, n_dims, width, head_dim: (b, h, t, n_dims, head_dim // n_dims), id="comment",
+                 marks=control("the comment's (B, H, T, n_dims, head_dim/n_dims)",
+                               models="rope.ndim-snippet-apply-shape-comment"))])
 @given(config=ndim_cache_configs(), b=st.integers(1, 3), h=st.integers(1, 3), t=st.integers(1, 4))
-def test_printed_cache_lookup_prepends_the_index_shape_and_never_rotates_like_rope(config, b, h, t):
+def test_printed_cache_lookup_prepends_the_index_shape_and_never_rotates_like_rope(lookup_shape, config, b, h, t):
     head_dim, n_dims, max_pos = config
     obj = _completed_instance(head_dim, n_dims, max_pos)
     positions = torch.randint(0, max_pos, (b, t, n_dims), generator=torch.Generator().manual_seed(b * t))
     width = obj.cos_cached.shape[-1]
-    claim_assert(tuple(obj.cos_cached[:, :, positions].shape) == (1, 1, b, t, n_dims, width),
+    claim_assert(tuple(obj.cos_cached[:, :, positions].shape) == lookup_shape(b, h, t, n_dims, width, head_dim),
                  "cos_cached[:, :, positions] is not (1, 1, B, T, n_dims, W)")
     x = torch.randn(b, h, t, head_dim, generator=torch.Generator().manual_seed(t))
     outcome = _apply_outcome(obj, x, positions)
@@ -415,14 +494,27 @@ def test_printed_apply_returns_a_rotation_of_x_shape():
                  outcome=outcome)
 
 
+def _printed_apply(x: torch.Tensor, positions: torch.Tensor, thetas: torch.Tensor) -> torch.Tensor:
+    """Negative control: the printed apply(x, positions) (B, H, T, head_dim), (B, T, n_dims), on an instance
+    completed past line 527."""
+    obj = _completed_instance(x.shape[-1], len(thetas), 50)
+    try:
+        return obj.apply(x, positions[:, 0].long())
+    except RuntimeError as exc:
+        claim_assert(False, "apply(x, positions) raises", error=f"RuntimeError: {str(exc).splitlines()[0]}")
+
+
 @pytest.mark.claim("rope.ndim-snippet-apply-returns-rotation")
+@pytest.mark.parametrize("rope", [pytest.param(axial_rope, id="impl"), pytest.param(
+    _printed_apply, id="printed-apply", marks=control("the printed apply in place of impl/rope_nd.axial_rope",
+                                                      models="rope.ndim-snippet-apply-returns-rotation"))])
 @given(config=axial_configurations(), t=st.integers(1, 5), seed=st.integers(0, 2**31 - 1))
-def test_impl_axial_rope_returns_x_shape_and_preserves_norms(config, t, seed):
+def test_impl_axial_rope_returns_x_shape_and_preserves_norms(rope, config, t, seed):
     n_axes, d = config
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(2, 3, t, d, dtype=torch.float64, generator=g)
     positions = torch.randint(0, 50, (2, 3, t, n_axes), generator=g).double()
-    out = axial_rope(x, positions, axial_frequencies(d, n_axes))
+    out = rope(x, positions, axial_frequencies(d, n_axes))
     claim_assert(out.shape == x.shape, "axial RoPE changed the shape", shape=list(out.shape))
     # angles up to 50 rad (~50 eps each) and a d-term norm: 32 eps (d + 100) max|x| bounds the rounding of |R x| - |x|
     claim_assert((out.norm(dim=-1) - x.norm(dim=-1)).abs().max() <= 32 * EPS64 * (d + 100) * x.abs().max(),

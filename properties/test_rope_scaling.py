@@ -111,10 +111,15 @@ def test_wavelength_range_grows_with_the_sequence_length():
 
 
 @pytest.mark.claim("rope.frequency-range-o1-to-ot")
-@given(d=even_head_dims(4, 256), base=rope_bases())
-def test_wavelengths_run_from_2pi_to_2pi_b_to_the_d_minus_2_over_d(d, base):
-    lam = wavelengths(rope_frequencies(d, base))
-    longest = 2 * math.pi * base ** ((d - 2) / d)
+@pytest.mark.parametrize("longest_period", [
+    pytest.param(lambda d, base, length: 2 * math.pi * base ** ((d - 2) / d), id="2pi-b^((d-2)/d)"),
+    pytest.param(lambda d, base, length: float(length), id="the-sequence-length", marks=control(
+        "periods reaching the sequence length T, as the claim's range O(1) to O(T) has them",
+        models="rope.frequency-range-o1-to-ot"))])
+@given(d=even_head_dims(4, 256), base=rope_bases(), length=st.integers(64, 2**20))
+def test_wavelengths_run_from_2pi_to_2pi_b_to_the_d_minus_2_over_d(longest_period, d, base, length):
+    lam = wavelengths(rope_frequencies(d, base))  # the schedule reads b and d only: no T
+    longest = longest_period(d, base, length)
     # theta_0 = b^-0 = 1 exactly, and 2 pi / 1 is the test's 2 pi bit for bit
     claim_assert(lam.min().item() == 2 * math.pi, "shortest period is not 2 pi", d=d)
     # the exponents (d - 2)/d round identically on both sides: two pows (<= 2 ulp each), 2 pi times and over: ~4 eps
@@ -146,19 +151,32 @@ def _frequency_loss_reference_sign_flipped(q, k, theta, theta_star, offsets) -> 
     return torch.stack(diffs).pow(2).mean().item()
 
 
+T_MAX = 4096
+
+
+def _proportional_to_t_max_power(theta_star: torch.Tensor) -> torch.Tensor:
+    """Negative control: the claimed optimum c T_max^{-2i/d_k} (c = theta*_0, so that plane 0 matches)."""
+    d = 2 * len(theta_star)
+    return theta_star[0] * T_MAX ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+
+
 @pytest.mark.claim("rope.frequency-loss-objective", "rope.frequency-optimum-proportional-tmax-power")
-@pytest.mark.parametrize("loss", [
-    pytest.param(_frequency_loss, id="printed"),
-    pytest.param(_frequency_loss_reference_sign_flipped, id="reference-sign", marks=control(
-        "the reference logit taken at the offset's other sign, <q, R_Theta*(m - n) k>")),
+@pytest.mark.parametrize("loss,minimiser", [
+    pytest.param(_frequency_loss, lambda theta_star: theta_star, id="printed"),
+    pytest.param(_frequency_loss_reference_sign_flipped, lambda theta_star: theta_star, id="reference-sign",
+                 marks=control("the reference logit taken at the offset's other sign, <q, R_Theta*(m - n) k>")),
+    pytest.param(_frequency_loss, _proportional_to_t_max_power, id="t-max-power", marks=control(
+        "the claimed minimiser c T_max^{-2i/d_k} (T_max = 4096) in place of Theta*",
+        models="rope.frequency-optimum-proportional-tmax-power")),
 ])
 @given(d=even_head_dims(2, 8), data=st.data())
-def test_frequency_loss_is_nonnegative_and_zero_exactly_at_the_reference(loss, d, data):
+def test_frequency_loss_is_nonnegative_and_zero_exactly_at_the_reference(loss, minimiser, d, data):
     q, k = data.draw(vectors(d, 2.0), label="q"), data.draw(vectors(d, 2.0), label="k")
     theta_star = data.draw(frequency_vectors(d // 2), label="theta_star")
     theta = data.draw(frequency_vectors(d // 2), label="theta")
     offsets = torch.arange(-16, 17, dtype=torch.float64)
-    at_star, elsewhere = loss(q, k, theta_star, theta_star, offsets), loss(q, k, theta, theta_star, offsets)
+    at_star = loss(q, k, minimiser(theta_star), theta_star, offsets)
+    elsewhere = loss(q, k, theta, theta_star, offsets)
     claim_assert(at_star == 0.0, "L(Theta*) != 0", theta_star=theta_star)
     claim_assert(elsewhere >= at_star, "L(Theta) < L(Theta*): the reference is not a minimiser", theta=theta)
 
@@ -169,7 +187,7 @@ def test_frequency_loss_is_nonnegative_and_zero_exactly_at_the_reference(loss, d
                 "impossible, as 0.36 is no integer multiple of 2 pi, so the tested c (the two matching ones and a log "
                 "grid) stand for all")
 def test_minimiser_of_the_frequency_loss_is_proportional_to_t_max_power():
-    d_k, t_max = 4, 4096
+    d_k, t_max = 4, T_MAX
     theta_star = rope_frequencies(d_k, 1e4)  # the reference: (1, 0.01)
     g = torch.Generator().manual_seed(0)
     q, k = torch.randn(d_k, dtype=torch.float64, generator=g), torch.randn(d_k, dtype=torch.float64, generator=g)
@@ -214,10 +232,19 @@ def test_ntk_aware_keeps_the_highest_and_divides_the_lowest_frequency_symbolical
                  "theta'_{d/2-1} != theta_{d/2-1} / s")
 
 
+def _printed_ntk(d: int, base: float, s: float) -> torch.Tensor:
+    """Negative control: line 497's table, theta_i = b^{-2i/d_k} alpha^{d_k/(d_k-2)} with alpha = s."""
+    return rope_frequencies(d, base) * s ** (d / (d - 2))
+
+
 @pytest.mark.claim("rope.variant-ntk-aware-frequency")
+@pytest.mark.parametrize("scaled", [pytest.param(ntk_aware, id="impl"), pytest.param(
+    _printed_ntk, id="line-497", marks=control("line 497's b^{-2i/d_k} alpha^{d_k/(d_k-2)}",
+                                               models="rope.variant-ntk-aware-frequency"))])
 @given(d=even_head_dims(4, 256), base=rope_bases(), s=extension_scales())
-def test_ntk_aware_is_the_transformers_formula_and_interpolates_only_the_low_end(d, base, s):
-    new, old = ntk_aware(d, base, s), rope_frequencies(d, base)
+@example(d=128, base=1e4, s=4.0)
+def test_ntk_aware_is_the_transformers_formula_and_interpolates_only_the_low_end(scaled, d, base, s):
+    new, old = scaled(d, base, s), rope_frequencies(d, base)
     hf = 1.0 / ((base * s ** (d / (d - 2))) ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     # the same base b s^{d/(d-2)} (its exponent's rounding costs u ln s d/(d-2) <= 2 u ln s), raised by two pows
     # (<= 2 ulp each) and one reciprocal, exponents <= 1: ~(8 + 2 ln s) u; 16 ulps
@@ -256,10 +283,23 @@ def test_yarn_interpolates_high_frequencies_linearly():
                  rotations_in_L=length / (2 * math.pi / theta[0].item()))
 
 
+def _yarn_as_printed(d: int, base: float, s: float, length: int) -> torch.Tensor:
+    """Negative control: line 498's table, linear interpolation theta/s for the high-frequency planes (more than
+    beta = 32 turns in L), NTK-aware frequencies for the others."""
+    theta = rope_frequencies(d, base)
+    high = length * theta / (2 * math.pi) > 32
+    return torch.where(high, theta / s, ntk_aware(d, base, s))
+
+
 @pytest.mark.claim("rope.variant-yarn-piecewise")
+@pytest.mark.parametrize("scaled", [pytest.param(yarn, id="impl"), pytest.param(
+    _yarn_as_printed, id="line-498", marks=control(
+        "line 498's table: high frequencies linearly interpolated, low ones NTK-aware",
+        models="rope.variant-yarn-piecewise"))])
 @given(d=even_head_dims(4, 256), base=rope_bases(), s=extension_scales(), length=st.integers(64, 2**17))
-def test_yarn_extrapolates_high_and_interpolates_low_frequencies(d, base, s, length):
-    theta, new = rope_frequencies(d, base), yarn(d, base, s, length)
+@example(d=128, base=1e4, s=2.0, length=4096)  # LLaMA-2's setting: planes in all three bands
+def test_yarn_extrapolates_high_and_interpolates_low_frequencies(scaled, d, base, s, length):
+    theta, new = rope_frequencies(d, base), scaled(d, base, s, length)
     r = length * theta / (2 * math.pi)  # rotations of each plane within the original context L
     high, low, ramp = r > 32, r < 1, (r >= 1) & (r <= 32)
     claim_assert(bool((new[high] == theta[high]).all()), "a plane with more than beta = 32 turns in L was changed",
