@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from impl.attention import Mask, attention, check_attention_inputs
-from impl.backends import ALL_MASKS, BACKENDS, Backend, Support, available, supports
+from impl.backends import ALL_MASKS, BACKENDS, CALL_FEATURES, Backend, Support, available, supports
 from impl.io_model import OnChipOverflow, flash_block_size
 from impl.tiled_attention import flash_attention
 
@@ -74,7 +74,7 @@ def test_triton_kernel_rejects_unsupported_head_dimensions_and_layouts(shape, ne
 def test_every_backend_declares_its_capabilities(name):
     backend = BACKENDS[name]
     assert isinstance(backend, Backend) and backend.name == name and callable(backend.fn)
-    assert backend.devices and all(isinstance(s, Support) and s.dtypes and s.masks <= ALL_MASKS
+    assert backend.devices and all(isinstance(s, Support) and s.dtypes and s.masks <= ALL_MASKS | CALL_FEATURES
                                    for s in backend.devices.values())
     assert backend.fully_masked in (None, "zero", "nan")
     lo, hi = backend.head_dims
