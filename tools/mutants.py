@@ -85,8 +85,8 @@ MUTANTS = [
        "online softmax forgets to rescale the row sum"),
     _m("triton-causal-offset-sign", "triton_attention.py", "return n_k - n_q if causal == \"bottom-right\" else 0",
        "return n_q - n_k if causal == \"bottom-right\" else 0", "bottom-right causal offset with the wrong sign"),
-    _m("triton-delta-mean", "triton_attention.py", "delta = (d_out.float() * out.float()).sum(-1).contiguous()",
-       "delta = (d_out.float() * out.float()).mean(-1).contiguous()", "D_i = rowsum(dO * O) taken as a mean"),
+    _m("triton-delta-mean", "triton_attention.py", "delta = (d_out.float() * out.float()).sum(-1)  # D_i",
+       "delta = (d_out.float() * out.float()).mean(-1)  # D_i", "D_i = rowsum(dO * O) taken as a mean"),
     # the log-sum-exp our kernels return (claims kernel's lse case; properties/test_triton_attention.py)
     _m("triton-lse-in-log2", "triton_attention.py", "return (out, lse2 * LN2) if return_lse else out",
        "return (out, lse2) if return_lse else out", "the returned log-sum-exp left in base 2 (L / ln 2)",
@@ -210,8 +210,8 @@ EQUIVALENT = [
                   "scale=scale,\n" + " " * 50 + "enable_gqa=group > 0)",
                   "SDPA told GQA also when H_kv = H_q"),
                "with H_kv = H_q, enable_gqa=True repeats each key/value head once: the same computation"),
-    Equivalent(_m("tiled-block-7", "backends.py", "return flash_attention(q, k, v, scale, mask, block_m=16, block_n=16)",
-                  "return flash_attention(q, k, v, scale, mask, block_m=16, block_n=7)", "the tiled backend's key tile 7"),
+    Equivalent(_m("tiled-block-7", "backends.py", "return flash_attention(q, k, v, scale, mask, block_m=16, block_n=16,",
+                  "return flash_attention(q, k, v, scale, mask, block_m=16, block_n=7,", "the tiled backend's key tile 7"),
                "the tiled algorithm is exact for every block size (properties/test_flash_attention.py draws them): "
                "only rounding changes"),
 ]
