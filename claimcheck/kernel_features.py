@@ -56,7 +56,8 @@ class Plan:
 
 
 def plan(backend, case, tier: str, examples: int) -> Plan:
-    """The plan of ``case`` (a feature case) for ``backend`` at ``tier``."""
+    """The plan of ``case`` (a feature case) for ``backend``: its fixed problems are the same in every ``tier``
+    (a few small ones, so that the default tier keeps its time); ``examples // 3`` drawn ones."""
     backward = backend.devices[case.device].backward
     drawn = max(1, examples // DRAWN_SHARE) if examples > 0 else 0
     if case.mask == "lse":
