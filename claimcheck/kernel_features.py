@@ -147,7 +147,8 @@ def lse_problems(backend, device: str = "cpu") -> list[K.AttentionProblem]:
     d, d_v = _dims(backend)
     masks = _masks(backend, device)
     specs = [("lse-gqa-4/2", K.ProblemSpec("none", 1, *_heads(backend, 4, 2), 9, 20, d, d_v)),
-             ("lse-large-logits", K.ProblemSpec("none", 1, *_heads(backend, 2, 1), 19, 19, d, d, max_logit=K.LARGE_LOGIT))]
+             ("lse-large-logits", K.ProblemSpec("none", 1, *_heads(backend, 2, 1), 19, 19, d, d,
+                                                max_logit=K.LARGE_LOGIT))]
     specs += [(f"lse-causal-{a}", K.ProblemSpec(f"causal-{a}", 1, *_heads(backend, 4, 2), 9, 20, d, d_v))
               for a in _alignments(backend, device)]
     problems = [K.make_problem(replace(spec, seed=_seed(label)), label) for label, spec in specs]

@@ -265,6 +265,6 @@ transformers_eager.claims_capabilities = {**_TRANSFORMERS, "backward": True}
 transformers_flex.claims_capabilities = {**_TRANSFORMERS, "masks": [*_TRANSFORMERS["masks"], "softcap"],
                                          "backward": False}  # inductor's CPU FlexAttention: inference only
 
-GALLERY = ("sdpa", "sdpa_math", "sdpa_flash", "sdpa_packed", "flex_attention", "multihead_attention", "transformers_sdpa",
-           "transformers_eager", "transformers_flex")  # every kernel of the gallery, by name
+GALLERY = ("sdpa", "sdpa_math", "sdpa_flash", "sdpa_packed", "flex_attention", "multihead_attention",
+           "transformers_sdpa", "transformers_eager", "transformers_flex")  # every kernel of the gallery, by name
 COMPILED = ("flex_attention", "transformers_flex")  # one CPU compile (~5 s) for every new shape

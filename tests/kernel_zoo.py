@@ -424,7 +424,8 @@ def varlen_across_boundaries(q, k, v, scale=None, mask=None, cu_seqlens_q=None, 
     """Packed sequences attended as one: every token sees the keys of the other sequences in the pack."""
     if cu_seqlens_q is None:
         return _plain(q, k, v, scale, mask)
-    return _plain(q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], scale, mask)[0].transpose(0, 1)
+    q, k, v = (t.transpose(0, 1)[None] for t in (q, k, v))  # (total, H, d) -> (1, H, total, d): one sequence
+    return _plain(q, k, v, scale, mask)[0].transpose(0, 1)
 
 
 def kvcache_past_seqlens(q, k_cache, v_cache, scale=None, mask=None, cache_seqlens=None):
