@@ -504,9 +504,12 @@ def cmd_kernel(args: argparse.Namespace, root: Path) -> int:
     if args.problem and (not args.mask or len(args.mask) != 1 or not args.dtype or len(args.dtype) != 1):
         raise InputError("--problem needs exactly one --mask and one --dtype")
     for kind in args.mask or []:
-        kinds = (*kernel.MASK_KINDS, kernel.DROPOUT, kernel.FULLY_MASKED)
+        kinds = (*kernel.CASE_KINDS, kernel.DROPOUT, kernel.FULLY_MASKED)
         if kind not in kinds:
             raise InputError(f"--mask {kind!r}: expected one of {', '.join(kinds)}")
+    if args.problem and args.mask and args.mask[0] in (*kernel.FEATURE_KINDS, kernel.DROPOUT):
+        raise InputError(f"--problem: the {args.mask[0]} case has no problem syntax; re-run the case (its problems "
+                         "are seeded: --seed)")
     print(f"claims kernel: {args.function} on {device}: {_capabilities(backend, device)}")
     if problem is None:
         counts = kernel.tier_counts(backend, device, dtypes, args.mask, args.examples, args.tier)
@@ -642,6 +645,8 @@ def _print_case(result, spec: str, backend) -> None:
         regime += f", scale {p.spec.scale:g}" if p.spec.scale is not None else ""
         regime += f", causal {p.spec.causal} with the padding" if p.spec.causal else ""
         print(f"      problem ({p.label}{', shrunk' if p.label == 'drawn' else ''}): {p.shape} seed={p.seed} {regime}")
+    elif p is not None:  # a feature's problem (packed sequences, a KV cache): its shape says it whole
+        print(f"      problem ({p.label}{', shrunk' if p.label == 'drawn' else ''}): {p.shape} seed={p.seed}")
     print(f"      repro: {kernel.repro(spec, backend, result.case, p)}", flush=True)
 
 
@@ -754,10 +759,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="boolean key padding supported (default: yes)")
     p.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None,
                    help="an additive float bias (with -inf entries) supported (default: yes)")
-    p.add_argument("--feature", action="append", choices=("window", "alibi", "softcap", "sink", "dropout"),
-                   help="a fused-kernel feature the kernel takes, through the mask's field of that name (repeat; "
-                        "default: none: those cases are listed as not declared); dropout: mask.dropout = (p, seed), "
-                        "checked by its own case (keep rate, independence, reproducibility, kept values)")
+    p.add_argument("--feature", action="append", choices=("window", "alibi", "softcap", "sink", "dropout", "lse",
+                                                           "varlen", "kvcache"),
+                   help="a fused-kernel feature the kernel takes (repeat; default: none: those cases are listed as not "
+                        "declared): window, alibi, softcap, sink and dropout through the mask's field of that name "
+                        "(dropout = (p, seed), checked by its own case: keep rate, independence, reproducibility, kept "
+                        "values); lse, varlen, kvcache as calls of their own (README: return_lse=True, cu_seqlens_q/k, "
+                        "cache_seqlens)")
     p.add_argument("--gqa", action=argparse.BooleanOptionalAction, default=None,
                    help="grouped-query attention (H_kv < H_q) supported (default: yes)")
     p.add_argument("--backward", action=argparse.BooleanOptionalAction, default=None,
@@ -791,8 +799,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "non-contiguous q, k, v (default: yes, checked on transposed and packed-QKV views; --no-strided: "
                    "those problems are listed as outside the declaration)")
     p.add_argument("--mask", action="append", metavar="KIND", help="run only these mask kinds (repeat): "
-                   "none, causal-top-left, causal-bottom-right, key-padding, additive, window, alibi, softcap, sink, dropout, "
-                   "fully-masked")
+                   "none, causal-top-left, causal-bottom-right, key-padding, additive, window, alibi, softcap, sink, "
+                   "lse, varlen, kvcache, dropout, fully-masked")
     p.add_argument("--tier", choices=("smoke", "ci", "full"), default="ci",
                    help="how much to check (default: ci): smoke, small shapes with every feature; ci, plus "
                    "kernel-scale shapes; full, plus the length and head-dim sweeps")

@@ -119,13 +119,20 @@ class Adapted:
         self.fn, self.conventions, self.name = fn, conventions, name
         self.__name__ = getattr(fn, "__name__", name)
 
-    def __call__(self, q, k, v, scale=None, mask=None):
+    def __call__(self, q, k, v, scale=None, mask=None, **feature):
+        """``feature``: the keyword arguments of a call feature (claimcheck.kernel_features), passed on; packed
+        sequences (``cu_seqlens_q``) are (total, H, d) in every layout, and ``return_lse`` returns ``(out, lse)``."""
         c = self.conventions
-        if c.layout == "bshd":
+        packed = "cu_seqlens_q" in feature
+        if c.layout == "bshd" and not packed:
             q, k, v = (to_other_layout(t) for t in (q, k, v))
         if c.padding == "true-means-ignore" and mask is not None and mask.key_padding is not None:
             mask = dataclasses.replace(mask, key_padding=~mask.key_padding)
-        got = self.fn(q, k, v, scale, mask)
+        got = self.fn(q, k, v, scale, mask, **feature)
+        if feature.get("return_lse") and isinstance(got, (tuple, list)) and len(got) == 2:
+            out, lse = got
+            return (out.transpose(1, 2) if c.returns == "bshd" and isinstance(out, torch.Tensor) and out.dim() == 4
+                    else out), lse
         if isinstance(got, (tuple, list)):
             if c.output is None:
                 raise TypeError(f"{self.name} returned a {type(got).__name__} of {len(got)}, not a tensor: declare "
@@ -138,7 +145,7 @@ class Adapted:
         elif c.output is not None:
             raise TypeError(f"{self.name} returned a {type(got).__name__}, not the tuple its declared output index "
                             f"{c.output} reads (declare no output index for a function that returns the tensor)")
-        if c.returns == "bshd" and isinstance(got, torch.Tensor) and got.dim() == 4:
+        if c.returns == "bshd" and isinstance(got, torch.Tensor) and got.dim() == 4 and not packed:
             got = got.transpose(1, 2)
         return got
 

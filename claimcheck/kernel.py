@@ -7,7 +7,9 @@ A kernel is any function with the contract of :func:`impl.attention.attention`::
     q (B, H_q, n_q, d_k), k (B, H_kv, n_k, d_k), v (B, H_kv, n_k, d_v) -> (B, H_q, n_q, d_v)
 
 described by an :class:`impl.backends.Backend` entry (its declared capabilities). The matrix is
-one *case* per declared dtype x mask kind (:func:`matrix`), plus one fully-masked-rows case.
+one *case* per declared dtype x mask kind (:func:`matrix`), plus one fully-masked-rows case; the
+features that change the call (``lse``, ``varlen``, ``kvcache``) are cases of their own, whose problems,
+references and checks live in :mod:`claimcheck.kernel_features` (run only when declared).
 Every case sees
 
 * fixed problems (:func:`fixed_problems`), in every dtype, as many as its :class:`Tier` holds:
@@ -70,6 +72,9 @@ WIDE_TILE = 64  # the key tile of most fused kernels' forward: tiles-64 and deco
 SCALE = 0.3  # the caller's scale of the scale problem: neither 1/sqrt(d) nor 1/d for any integer d
 FULLY_MASKED = "fully-masked"  # the mask kind of the fully-masked-rows case
 DROPOUT = "dropout"  # the mask kind of the dropout case (claimcheck.kernel_dropout), one a declared dtype
+# the features that change the call, cases of their own when declared (their problems and checks: kernel_features)
+FEATURE_KINDS = ("lse", "varlen", "kvcache")
+CASE_KINDS = (*MASK_KINDS, *FEATURE_KINDS)  # every case of the matrix but the fully-masked one
 FULLY_MASKED_CONVENTIONS = ("nan", "zero")  # what a row with no allowed key may give (check_fully_masked)
 LONG_KEYS = 1025  # past 1024: a 16-bit accumulator of the row sum or of P V loses digits there
 WIDE_HEADS = (128, 256)  # the head dims of the ci tier: kernels specialise at 64, 128 and 256
@@ -784,7 +789,7 @@ def matrix(backend: Backend, device: str = "cpu", dtypes=None, masks=None) -> tu
     run, skipped = [], []
     dtypes = list(dtypes or (torch.float32, torch.float16, torch.bfloat16))
     for dtype in dtypes:
-        for kind in [m for m in (masks or MASK_KINDS) if m not in (FULLY_MASKED, DROPOUT)]:
+        for kind in [m for m in (masks or CASE_KINDS) if m not in (FULLY_MASKED, DROPOUT)]:
             case = Case(dtype, kind, device)
             ok, reason = available(backend, device, dtype)
             if ok:
@@ -877,11 +882,22 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
         return result
     backward = backend.devices[case.device].backward
 
+    feature = case.mask in FEATURE_KINDS  # a call of its own: claimcheck.kernel_features plans the case
+    if feature:
+        from claimcheck import kernel_features
+
+        plan = kernel_features.plan(backend, case, tier, examples)
+        fixed, strategy, examples = plan.fixed, plan.strategy, plan.examples
+    else:
+        fixed, strategy = fixed_problems(backend, case.mask, case.device, tier), problem_strategy(backend, case.mask,
+                                                                                                 case.device)
+
     def refused(problem: AttentionProblem) -> str | None:
         return _refusal(backend, result, problem, backward)
 
     def judge(problem: AttentionProblem) -> list[Check]:
-        checks = check_problem(backend.fn, case.dtype, problem, backward, case.device, backend.deterministic)
+        checks = (plan.check(problem) if feature else
+                  check_problem(backend.fn, case.dtype, problem, backward, case.device, backend.deterministic))
         result.problems += 1
         result.checks.extend((problem, c) for c in checks)
         return checks
@@ -889,10 +905,10 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
     def fail(problem: AttentionProblem, checks: list[Check]) -> None:
         result.status, result.failing = "fail", problem
         result.message = _summary(checks)
-        if any(c.part == "out" and not c.ok for c in checks):
+        if not feature and any(c.part == "out" and not c.ok for c in checks):
             result.diagnosis = _diagnosis(backend, case, problem)
 
-    for problem in fixed_problems(backend, case.mask, case.device, tier):
+    for problem in fixed:
         if refused(problem):
             continue
         try:
@@ -901,7 +917,8 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
             result.status, result.error, result.failing = "error", exc, problem
             result.message = f"{type(exc).__name__}: {exc}"
             result.failed_checks.append(f"{problem.label}:error")
-            result.diagnosis = convention_diagnosis(backend.fn, case.dtype, problem, case.device)
+            if not feature:
+                result.diagnosis = convention_diagnosis(backend.fn, case.dtype, problem, case.device)
             return result
         bad = [c for c in checks if not c.ok]
         result.failed_checks += [f"{problem.label}:{c.part}" for c in bad]
@@ -923,7 +940,7 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
     phases = ("explicit", "reuse", "generate", "target", "shrink") if shrink else ("explicit", "reuse", "generate")
     test = settings(max_examples=examples, deadline=None, database=None, derandomize=False, phases=phases,
                     suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, print_blob=False)(
-        given(problem_strategy(backend, case.mask, case.device))(search))
+        given(strategy)(search))
     if base_seed is not None:
         test = seed(case_seed(backend.name, case, base_seed))(test)
     try:
@@ -947,7 +964,7 @@ def run_case(backend: Backend, case: Case, examples: int = 10, base_seed: int | 
 def _refusal(backend: Backend, result: CaseResult, problem: AttentionProblem, backward: bool) -> str | None:
     """The kernel library's own refusal of ``problem`` in ``result``'s case, listed in ``result.declined``
     (never run, never counted as a pass)."""
-    if backend.declines is None:
+    if backend.declines is None or not isinstance(problem, AttentionProblem):  # packed or cached: not asked
         return None
     q, k, v, mask = problem.cast(result.case.dtype, result.case.device)
     reason = declines(backend, q, k, v, mask, backward)
@@ -989,8 +1006,13 @@ def tier_counts(backend: Backend, device: str = "cpu", dtypes=None, masks=None, 
     examples = get_tier(tier).examples if examples is None else examples
     judged = [c for c in cases if c.mask not in (FULLY_MASKED, DROPOUT)]
     dropout = sum(c.mask == DROPOUT for c in cases)
-    fixed = sum(len([p for p in fixed_problems(backend, c.mask, device, tier)]) for c in judged)
-    return {"cases": len(cases), "fixed": fixed, "drawn": examples * len(judged), "dropout": dropout,
+    from claimcheck import kernel_features
+
+    plans = {c: kernel_features.plan(backend, c, tier, examples) for c in judged if c.mask in FEATURE_KINDS}
+    fixed = sum(len(plans[c].fixed) if c in plans else len(fixed_problems(backend, c.mask, device, tier))
+                for c in judged)
+    drawn = sum(plans[c].examples if c in plans else examples for c in judged)
+    return {"cases": len(cases), "fixed": fixed, "drawn": drawn, "dropout": dropout,
             "fully_masked": len(cases) - len(judged) - dropout}
 
 
@@ -998,7 +1020,7 @@ def tier_counts(backend: Backend, device: str = "cpu", dtypes=None, masks=None, 
 
 
 CAPABILITY_KEYS = ("devices", "dtypes", "masks", "gqa", "backward", "head_dims", "equal_head_dims", "fully_masked",
-                   "head_dim_multiple", "declines", "scale", "deterministic", *conventions.KEYS)
+                   "head_dim_multiple", "declines", "scale", "deterministic", "lse_fully_masked", *conventions.KEYS)
 
 
 def load_function(spec: str) -> Callable:
@@ -1042,6 +1064,10 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
     masks = frozenset(declared.get("masks", BASE_MASKS)) | features  # window, alibi, softcap, sink only when declared
     if masks - KNOWN_MASKS:
         raise ValueError(f"unknown mask features {sorted(masks - KNOWN_MASKS)}; known: {', '.join(sorted(KNOWN_MASKS))}")
+    lse_fully_masked = declared.get("lse_fully_masked", "-inf")
+    if lse_fully_masked not in ("-inf", "inf", "any"):
+        raise ValueError(f"lse_fully_masked={lse_fully_masked!r}: expected '-inf' (log 0, the reference's), 'inf' "
+                         "(flash-attn's) or 'any' (not judged)")
     lo, hi = declared.get("head_dims") or (1, 1 << 16)
     fully_masked = declared.get("fully_masked")
     if fully_masked not in (None, *FULLY_MASKED_CONVENTIONS, "any"):
@@ -1063,6 +1089,7 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
                    head_dims=(int(lo), int(hi)), equal_head_dims=bool(declared.get("equal_head_dims", False)),
                    fully_masked=fully_masked, head_dim_multiple=multiple, declines=refuses,
                    scale=bool(declared.get("scale", True)), deterministic=bool(declared.get("deterministic", False)),
+                   lse_fully_masked=lse_fully_masked,
                    doc=f"{name} (checked by claims kernel)", backward_note=note)
 
 
@@ -1118,7 +1145,7 @@ def repro(spec: str, backend: Backend, case: Case, problem: AttentionProblem | N
         line += " --backward"
     if conventions.of(backend.fn).options():
         line += " " + conventions.of(backend.fn).options()
-    if problem is not None and problem.spec is not None:
+    if problem is not None and problem.spec is not None and case.mask not in FEATURE_KINDS:
         line += f" --problem '{problem.spec}'"
     elif tier != DEFAULT_TIER:
         line += f" --tier {tier}"

@@ -49,7 +49,10 @@ KERNEL_FEATURES = frozenset({"window", "alibi", "softcap", "sink"})
 ALL_MASKS = BASE_MASKS | KERNEL_FEATURES
 # dropout is random: not a mask of the matrix's cases but a check of its own (claimcheck.kernel_dropout)
 RANDOM_FEATURES = frozenset({"dropout"})
-KNOWN_MASKS = ALL_MASKS | RANDOM_FEATURES
+# the features that change the call (claimcheck.kernel_features): the log-sum-exp returned beside the output (lse),
+# packed sequences of several lengths (varlen), attention over the valid prefix of a KV cache (kvcache)
+CALL_FEATURES = frozenset({"lse", "varlen", "kvcache"})
+KNOWN_MASKS = ALL_MASKS | RANDOM_FEATURES | CALL_FEATURES  # every feature a kernel may declare
 _BIAS_FEATURES = BASE_MASKS | {"window", "alibi"}  # what an SDPA attn_mask tensor can carry
 _FLEX_FEATURES = ALL_MASKS  # a mask_mod and a score_mod carry them all (a sink as one extra key: _flex)
 F32_16 = frozenset({torch.float32, torch.float16, torch.bfloat16})
@@ -86,6 +89,9 @@ class Backend:
     # the forward gives bitwise-equal outputs for equal inputs, call after call (checked on every problem when True;
     # not declared: not checked, and said)
     deterministic: bool = False
+    # with the lse feature, the log-sum-exp of a row with no allowed key: "-inf" (log 0, the reference's), "inf"
+    # (flash-attn's, so that exp(S - L) = 0 in its backward), "any" (not judged)
+    lse_fully_masked: str = "-inf"
     doc: str = ""
     backward_note: str = ""  # how backward was decided when it was not declared (probed through autograd)
 
@@ -98,9 +104,9 @@ def _no_dropout(name: str, mask: Mask | None) -> None:
         raise ValueError(f"{name} has no dropout: mask.dropout={mask.dropout!r}")
 
 
-def _tiled(q, k, v, scale=None, mask=None):
+def _tiled(q, k, v, scale=None, mask=None, return_lse=False):
     _no_dropout("the tiled kernel", mask)
-    return flash_attention(q, k, v, scale, mask, block_m=16, block_n=16)
+    return flash_attention(q, k, v, scale, mask, block_m=16, block_n=16, return_lse=return_lse)
 
 
 def _sdpa_mask(q: torch.Tensor, k: torch.Tensor, mask: Mask | None) -> tuple[torch.Tensor | None, bool]:
@@ -267,13 +273,13 @@ def _flex(q, k, v, scale=None, mask=None):
                                      enable_gqa=group > 1)
 
 
-def _triton(q, k, v, scale=None, mask=None):
+def _triton(q, k, v, scale=None, mask=None, return_lse=False):
     from impl.triton_attention import triton_attention
 
     features = mask.features if mask is not None else frozenset()
     if features - {"causal-top-left", "causal-bottom-right"}:
         raise ValueError(f"triton supports causal masks only, not {sorted(features)}")
-    return triton_attention(q, k, v, scale, causal=mask.causal if mask is not None else None)
+    return triton_attention(q, k, v, scale, causal=mask.causal if mask is not None else None, return_lse=return_lse)
 
 
 def _flash_attn(q, k, v, scale=None, mask=None):
@@ -327,12 +333,14 @@ def _triton_requires(device: str = "cpu") -> str | None:
 # ---- the registry -----------------------------------------------------------------------------------
 
 _CUDA_16 = frozenset({torch.float16, torch.bfloat16})
+_LSE_MASKS = ALL_MASKS | {"lse"}  # every mask, and the log-sum-exp with return_lse=True (differentiable)
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in [
-    Backend("reference", attention, {"cpu": Support(ALL_DTYPES, KNOWN_MASKS), "cuda": Support(ALL_DTYPES, KNOWN_MASKS)},
+    Backend("reference", attention, {"cpu": Support(ALL_DTYPES, _LSE_MASKS | RANDOM_FEATURES),
+                                     "cuda": Support(ALL_DTYPES, _LSE_MASKS | RANDOM_FEATURES)},
             fully_masked="nan", deterministic=True,
             doc="impl.attention.attention: softmax(q k^T s + bias) v in plain torch"),
-    Backend("tiled", _tiled, {"cpu": Support(ALL_DTYPES, ALL_MASKS), "cuda": Support(ALL_DTYPES, ALL_MASKS)},
+    Backend("tiled", _tiled, {"cpu": Support(ALL_DTYPES, _LSE_MASKS), "cuda": Support(ALL_DTYPES, _LSE_MASKS)},
             deterministic=True, doc="impl.tiled_attention.flash_attention with 16 x 16 tiles"),
     Backend("sdpa-math", _sdpa("MATH"), {"cpu": Support(ALL_DTYPES, _BIAS_FEATURES | RANDOM_FEATURES),
                                          "cuda": Support(ALL_DTYPES, _BIAS_FEATURES | RANDOM_FEATURES)},
@@ -355,8 +363,8 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in [
              "cuda": Support(ALL_DTYPES, _FLEX_FEATURES)},
             deterministic=True, doc="FlexAttention (torch.compile, one compiled function per process)"),
     Backend("triton", _triton,
-            {"cpu": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right"})),
-             "cuda": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right"}))},
+            {"cpu": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right", "lse"})),
+             "cuda": Support(F32_16, masks=frozenset({"causal-top-left", "causal-bottom-right", "lse"}))},
             head_dims=(16, 128), equal_head_dims=True, requires=_triton_requires, deterministic=True,
             doc="impl.triton_attention (our kernel); on CPU under TRITON_INTERPRET=1, correctness only"),
     Backend("flash-attn", _flash_attn, {"cuda": Support(_CUDA_16, masks=_FLASH_ATTN_FEATURES)},

@@ -7,6 +7,7 @@ translates the contract's :class:`impl.attention.Mask` into the library's mask a
 
     claims kernel impl.gallery:sdpa                   # torch SDPA, its own choice of CPU kernel
     claims kernel impl.gallery:sdpa_math              # ... pinned to the math kernel; sdpa_flash: the CPU flash kernel
+    claims kernel impl.gallery:sdpa_packed            # ... packed sequences (a document mask) and a KV cache through it
     claims kernel impl.gallery:flex_attention         # FlexAttention, compiled (the registry's flex adapter)
     claims kernel impl.gallery:multihead_attention    # nn.MultiheadAttention, identity projections
     claims kernel impl.gallery:transformers_sdpa      # transformers' sdpa_attention_forward (optional package)
@@ -72,6 +73,47 @@ _SDPA = {"dtypes": ["float32", "float16", "bfloat16"], "backward": True, "fully_
 for _fn in (sdpa, sdpa_math, sdpa_flash):
     _fn.claims_capabilities = dict(_SDPA)
 sdpa_flash.claims_capabilities["equal_head_dims"] = True  # the flash kernel needs d_v = d_k
+
+
+def _document_mask(cu_q: torch.Tensor, cu_k: torch.Tensor, causal: str | None) -> torch.Tensor:
+    """Bool (total_q, total_k): query i and key j are in one packed sequence (attention-gym's document mask),
+    and under a causal mask the key's position in it is at most the query's (+ n_k - n_q for bottom-right)."""
+    n_q, n_k = cu_q.diff().long(), cu_k.diff().long()
+    seq = torch.arange(len(n_q), device=cu_q.device)
+    doc_q, doc_k = seq.repeat_interleave(n_q), seq.repeat_interleave(n_k)  # (total_q,), (total_k,)
+    pos_q = torch.arange(len(doc_q), device=cu_q.device) - cu_q[:-1].long()[doc_q]  # position within its sequence
+    pos_k = torch.arange(len(doc_k), device=cu_q.device) - cu_k[:-1].long()[doc_k]
+    allowed = doc_q[:, None] == doc_k[None, :]
+    if causal is not None:
+        offset = (n_k - n_q)[doc_q] if causal == "bottom-right" else torch.zeros_like(doc_q)
+        allowed &= pos_k[None, :] <= (pos_q + offset)[:, None]
+    return allowed
+
+
+def sdpa_packed(q, k, v, scale=None, mask=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
+                max_seqlen_k=None, cache_seqlens=None):
+    """SDPA as users run packed sequences and a KV cache through it: packed q, k, v (total, H, d) as one row
+    under a block-diagonal document mask (varlen); a cache (B, H, L, d) under a mask of its valid prefix,
+    bottom-right causal when asked (kvcache); any other call as :func:`sdpa`."""
+    if cu_seqlens_q is not None:
+        allowed = _document_mask(cu_seqlens_q, cu_seqlens_k, mask.causal if mask is not None else None)
+        out = F.scaled_dot_product_attention(*(t.transpose(0, 1)[None] for t in (q, k, v)), attn_mask=allowed,
+                                             scale=scale, enable_gqa=k.shape[1] != q.shape[1])  # (1, H, total, d)
+        return out[0].transpose(0, 1)
+    if cache_seqlens is not None:
+        n_q, cache_len = q.shape[-2], k.shape[-2]
+        j, i = torch.arange(cache_len, device=q.device), torch.arange(n_q, device=q.device)
+        lengths = cache_seqlens.long()[:, None, None, None]  # (B, 1, 1, 1)
+        allowed = j < lengths  # (B, 1, 1, L): the valid prefix
+        if mask is not None and mask.causal == "bottom-right":
+            allowed = allowed & (j[None, :] <= i[:, None] + lengths - n_q)  # (B, 1, n_q, L)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale,
+                                              enable_gqa=k.shape[1] != q.shape[1])
+    return _sdpa_call(q, k, v, scale, mask)
+
+
+sdpa_packed.claims_capabilities = {**_SDPA, "masks": ["causal-top-left", "causal-bottom-right", "key-padding",
+                                                      "additive", "varlen", "kvcache"]}
 
 
 def flex_attention(q, k, v, scale=None, mask=None):
@@ -223,6 +265,6 @@ transformers_eager.claims_capabilities = {**_TRANSFORMERS, "backward": True}
 transformers_flex.claims_capabilities = {**_TRANSFORMERS, "masks": [*_TRANSFORMERS["masks"], "softcap"],
                                          "backward": False}  # inductor's CPU FlexAttention: inference only
 
-GALLERY = ("sdpa", "sdpa_math", "sdpa_flash", "flex_attention", "multihead_attention", "transformers_sdpa",
-           "transformers_eager", "transformers_flex")  # every kernel of the gallery, by name
+GALLERY = ("sdpa", "sdpa_math", "sdpa_flash", "sdpa_packed", "flex_attention", "multihead_attention",
+           "transformers_sdpa", "transformers_eager", "transformers_flex")  # every kernel of the gallery, by name
 COMPILED = ("flex_attention", "transformers_flex")  # one CPU compile (~5 s) for every new shape

@@ -131,12 +131,15 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: floa
 
 def tiled_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
                    d_out: torch.Tensor, scale: float, mask: Mask | None, block_m: int,
-                   block_n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients ``(dQ, dK, dV)`` by recomputing ``P_ij = exp(S_ij - L_i)`` tile by tile."""
+                   block_n: int, d_lse: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients ``(dQ, dK, dV)`` by recomputing ``P_ij = exp(S_ij - L_i)`` tile by tile; ``d_lse``, the
+    gradient of a loss reaching the log-sum-exp L, adds ``P_ij dL_i`` to dS (dL_i / dS_ij = P_ij)."""
     n_q, n_k = q.shape[-2], k.shape[-2]
     acc_t = accumulator_dtype(q.dtype)
     low = q.dtype  # P and dS are rounded to the input precision before their products
     delta = (d_out.to(acc_t) * out.to(acc_t)).sum(dim=-1)  # D_i = rowsum(dO_i * O_i)
+    if d_lse is not None:  # dS = P (dP - D + dL): D - dL takes D's place
+        delta = delta - d_lse.to(acc_t)
     dq = torch.zeros(q.shape, dtype=acc_t, device=q.device)
     dk = torch.zeros(k.shape, dtype=acc_t, device=q.device)
     dv = torch.zeros(v.shape, dtype=acc_t, device=q.device)
@@ -171,13 +174,12 @@ class _TiledAttention(torch.autograd.Function):
         out, lse = tiled_forward(q, k, v, scale, mask, block_m, block_n)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.args = (scale, mask, block_m, block_n)
-        ctx.mark_non_differentiable(lse)
         return out, lse
 
     @staticmethod
     def backward(ctx, d_out, d_lse):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = tiled_backward(q, k, v, out, lse, d_out.contiguous(), *ctx.args)
+        dq, dk, dv = tiled_backward(q, k, v, out, lse, d_out.contiguous(), *ctx.args, d_lse=d_lse)
         return dq, dk, dv, None, None, None, None
 
 

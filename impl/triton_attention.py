@@ -306,12 +306,15 @@ def _forward(q, k, v, scale, causal, group):
     return out.to(q.dtype), lse2
 
 
-def _backward(q, k, v, out, lse2, d_out, scale, causal, group):
+def _backward(q, k, v, out, lse2, d_out, d_lse2, scale, causal, group):
     b, h_q, n_q, d = q.shape
     n_k = k.shape[2]
     meta = _meta(q, causal)
     block = BWD_BLOCK if q.device.type == "cuda" else INTERPRETER_BLOCK
-    delta = (d_out.float() * out.float()).sum(-1).contiguous()  # D_i = rowsum(dO_i * O_i)
+    delta = (d_out.float() * out.float()).sum(-1)  # D_i = rowsum(dO_i * O_i)
+    if d_lse2 is not None:  # dL_i / dS_ij = P_ij: dS = P (dP - D + dL), so D - dL takes D's place (dL = d_lse2 / ln 2)
+        delta = delta - d_lse2.float() * RCP_LN2
+    delta = delta.contiguous()
     dq = torch.empty((b, h_q, n_q, d), dtype=torch.float32, device=q.device)
     dk = torch.empty((b, h_q, n_k, d), dtype=torch.float32, device=q.device)  # per query head
     dv = torch.empty_like(dk)
@@ -334,13 +337,12 @@ class _TritonAttention(torch.autograd.Function):
         out, lse2 = _forward(q, k, v, scale, causal, group)  # lse2 = L / ln 2
         ctx.save_for_backward(q, k, v, out, lse2)
         ctx.args = (scale, causal, group)
-        ctx.mark_non_differentiable(lse2)
         return out, lse2
 
     @staticmethod
-    def backward(ctx, d_out, d_lse):
+    def backward(ctx, d_out, d_lse2):
         q, k, v, out, lse2 = ctx.saved_tensors
-        dq, dk, dv = _backward(q, k, v, out, lse2, d_out.contiguous(), *ctx.args)
+        dq, dk, dv = _backward(q, k, v, out, lse2, d_out.contiguous(), d_lse2, *ctx.args)
         return dq, dk, dv, None, None
 
 
@@ -349,7 +351,8 @@ def triton_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     """FlashAttention in Triton: ``softmax(q k^T * scale + causal mask) v``, differentiable in q, k, v.
 
     ``q (B, H_q, n_q, d)``, ``k, v (B, H_kv, n_k, d)`` -> ``(B, H_q, n_q, d)`` (and the natural
-    log-sum-exp ``(B, H_q, n_q)`` float32 with ``return_lse``); ``scale`` defaults to ``1/sqrt(d)``.
+    log-sum-exp ``(B, H_q, n_q)`` float32 with ``return_lse``, differentiable too: a loss of the
+    log-sum-exp reaches q and k); ``scale`` defaults to ``1/sqrt(d)``.
     """
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     out, lse2 = _TritonAttention.apply(q, k, v, scale, causal)

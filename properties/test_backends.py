@@ -73,7 +73,7 @@ def pytest_generate_tests(metafunc):
     backends = _backends(metafunc.config)
     if "mask_kind" in metafunc.fixturenames:
         cells = [(b, dev, d, m) for b in backends if b != "flex" for dev in _declared_devices(backends[b])
-                 for d in DTYPES for m in MASK_KINDS]
+                 for d in DTYPES for m in kernel.CASE_KINDS]  # the features that change the call too
         metafunc.parametrize("backend_name,device,dtype,mask_kind", cells,
                              ids=[f"{b}-{dev}-{_name(d)}-{m}" for b, dev, d, m in cells])
     elif "device" in metafunc.fixturenames and "backend_name" in metafunc.fixturenames:

@@ -131,3 +131,39 @@ def test_the_log_sum_exp_a_kernel_returns_is_within_c_times_the_naive_float32_er
     assert_within_reference_error(lse, _reference_lse(q64, k64, causal), _reference_lse(q, k, causal), C_OUT,
                                   f"backend={kernel_name},gqa={h_q}/{h_kv},dtype=float32,lse", floor_ulps=FLOOR_ULPS,
                                   scale=terms["logits"])
+
+
+@pytest.mark.claim("flash-attention.exact-no-approximation")
+@pytest.mark.parametrize("kernel_name", ["triton", "tiled"])
+@pytest.mark.parametrize("h_q,h_kv,n_q,n_k,causal", CASES, ids=[f"{c[0]}over{c[1]}" for c in CASES])
+def test_the_gradient_through_the_log_sum_exp_is_within_c_times_the_naive_float32_error(kernel_name, h_q, h_kv, n_q,
+                                                                                         n_k, causal):
+    """A loss of the output and of the returned log-sum-exp, sum(O dO) + sum(L dL) (a ring-attention merge, an
+    LSE regulariser), reaches q and k through L too: dL_i / dS_ij = P_ij, so dS = P (dP - D + dL). dQ, dK, dV
+    against the float64 reference's autograd through torch.logsumexp, by the rule of the backend matrix."""
+    from claimcheck.kernel_features import lse_term_scales
+    from impl.tiled_attention import flash_attention
+
+    q, k, v, d_out = (t.float() for t in _problem(h_q, h_kv, n_q, n_k, seed=2))
+    d_lse = torch.randn((1, h_q, n_q), generator=torch.Generator().manual_seed(3))
+    mask = Mask(causal=causal)
+
+    def run(fn, q, k, v):
+        q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        out, lse = fn(q, k, v)
+        return torch.autograd.grad((out * d_out.to(out.dtype)).sum() + (lse * d_lse.to(lse.dtype)).sum(), (q, k, v))
+
+    def ours(q, k, v):
+        if kernel_name == "triton":
+            out, lse = triton_attention(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), causal=causal, return_lse=True)
+            return out.cpu(), lse.cpu()
+        return flash_attention(q, k, v, mask=mask, block_m=16, block_n=16, return_lse=True)
+
+    reference = lambda q, k, v: attention(q, k, v, mask=mask, return_lse=True)  # noqa: E731
+    q64, k64, v64 = (t.double() for t in (q, k, v))
+    oracle, naive, actual = run(reference, q64, k64, v64), run(reference, q, k, v), run(ours, q, k, v)
+    terms = lse_term_scales(q64, k64, v64, mask, d_out.double(), d_lse.double(), None)
+    for part, a, o, n in zip(("dq", "dk", "dv"), actual, oracle, naive):
+        assert_within_reference_error(a, o, n, C_GRAD, f"backend={kernel_name},gqa={h_q}/{h_kv},dtype=float32,{part},"
+                                      "loss through lse", floor_ulps=FLOOR_ULPS, scale=terms[part],
+                                      extra_floor=recompute_floor(terms, part))

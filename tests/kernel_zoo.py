@@ -20,6 +20,7 @@ from impl.attention import Mask, default_scale, mask_bias, repeat_kv
 FORWARD = {"dtypes": ["float32", "float16"], "backward": False, "fully_masked": None}
 BACKWARD = {**FORWARD, "backward": True}
 CAUSAL = ("causal-top-left", "causal-bottom-right")  # declared with a feature: the matrix then combines the two
+BASE = ["causal-top-left", "causal-bottom-right", "key-padding", "additive"]  # the masks every kernel takes
 BLOCK = 16  # key tile of the tiled variants
 WIDE_BLOCK = 64  # the key tile of most fused forwards: a bug in it shows only past 64 keys
 
@@ -464,6 +465,39 @@ def ignores_strides(q, k, v, scale=None, mask=None):
     return _plain(q, k, v, scale, mask)
 
 
+def lse_without_the_row_max(q, k, v, scale=None, mask=None, return_lse=False):
+    """Returns log(sum_j exp(s_j - m)) as the log-sum-exp: the online softmax's log l, the max m never added back."""
+    out = _plain(q, k, v, scale, mask)
+    if not return_lse:
+        return out
+    kk, _ = _heads(q, k, v)
+    s = _scores(q.float(), kk.float(), scale, mask)
+    m = s.amax(-1, keepdim=True)
+    return out, torch.log(torch.exp(s - m).sum(-1))
+
+
+def lse_without_gradient(q, k, v, scale=None, mask=None, return_lse=False):
+    """A right log-sum-exp, detached from autograd (marked non-differentiable): a loss of it reaches no input."""
+    out = _plain(q, k, v, scale, mask)
+    if not return_lse:
+        return out
+    kk, _ = _heads(q, k, v)
+    return out, torch.logsumexp(_scores(q.float(), kk.float(), scale, mask), -1).detach()
+
+
+def varlen_across_boundaries(q, k, v, scale=None, mask=None, cu_seqlens_q=None, cu_seqlens_k=None, **_):
+    """Packed sequences attended as one: every token sees the keys of the other sequences in the pack."""
+    if cu_seqlens_q is None:
+        return _plain(q, k, v, scale, mask)
+    q, k, v = (t.transpose(0, 1)[None] for t in (q, k, v))  # (total, H, d) -> (1, H, total, d): one sequence
+    return _plain(q, k, v, scale, mask)[0].transpose(0, 1)
+
+
+def kvcache_past_seqlens(q, k_cache, v_cache, scale=None, mask=None, cache_seqlens=None):
+    """Attends to the whole cache, the stale entries past cache_seqlens too (the lengths never read)."""
+    return _plain(q, k_cache, v_cache, scale, mask)
+
+
 def _declare(fn: Callable, **caps) -> Callable:
     fn.claims_capabilities = caps
     return fn
@@ -562,4 +596,13 @@ ZOO = [
           "returns (out, lse), output index not declared", "float32-none", "gqa-4/2:error", "--output-index 0"),
     Wrong("ignores-strides", _declare(ignores_strides, **FORWARD), "reads non-contiguous q, k, v as contiguous",
           "float32-none", "non-contiguous:out"),
+    Wrong("lse-without-the-row-max", _declare(lse_without_the_row_max, **FORWARD, masks=[*BASE, "lse"]),
+          "the log-sum-exp returned as log l, without the row max m", "float32-lse", "lse-gqa-4/2:lse"),
+    Wrong("lse-without-gradient", _declare(lse_without_gradient, **BACKWARD, masks=[*BASE, "lse"]),
+          "the log-sum-exp detached: no gradient reaches q and k through it", "float32-lse", "lse-gqa-4/2:dq"),
+    Wrong("varlen-across-boundaries", _declare(varlen_across_boundaries, **FORWARD, masks=[*BASE, "varlen"]),
+          "packed sequences attended as one (tokens see other sequences' keys)", "float32-varlen", "varlen-4/2:out"),
+    Wrong("kvcache-past-seqlens", _declare(kvcache_past_seqlens, **FORWARD, masks=[*BASE, "kvcache"]),
+          "the whole KV cache read, the stale entries past cache_seqlens too", "float32-kvcache",
+          "kvcache-decode:out"),
 ]

@@ -172,3 +172,18 @@ def test_bench_times_only_a_kernel_that_passes(capsys):
     assert code == 0 and re.search(r"--bench float32 B=1 H=8 n=1024 d=64: [\d.]+ ms, torch SDPA [\d.]+ ms", out), out
     code, out = _run(capsys, "tests.kernel_zoo:gqa_modulo", *narrow)
     assert code == 1 and "speed not measured: a kernel that fails the matrix" in out and " ms, torch SDPA" not in out
+
+
+def test_a_feature_that_changes_the_call_is_its_own_case_and_a_failure_prints_its_problem_whole(capsys):
+    code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--examples", "3", "--feature", "lse",
+                     "--mask", "lse", "--mask", "varlen", "--backward")
+    assert code == 0 and re.search(r"ok +float32-lse", out), out
+    assert "float32-varlen" in out and "does not declare the mask features ['varlen'] (not checked)" in out
+    code, out = _run(capsys, "tests.kernel_zoo:kvcache_past_seqlens", "--dtype", "float32", "--mask", "kvcache",
+                     "--examples", "1")
+    assert code == 1 and "FAIL  float32-kvcache" in out and "kvcache-decode:out" in out, out
+    assert "problem (kvcache-decode): B=3 H_q=4 H_kv=2 n_q=1 L_cache=80 cache_seqlens=[80, 37, 1]" in out
+    assert "--mask kvcache" in out and "--problem" not in out.split("repro:")[1]  # the case, re-run whole
+    code, out = _run(capsys, "tests.kernel_zoo:kvcache_past_seqlens", "--dtype", "float32", "--mask", "kvcache",
+                     "--problem", "B=1")
+    assert code == 2 and "no problem syntax" in out, out
