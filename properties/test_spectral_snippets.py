@@ -590,10 +590,11 @@ def _prune(w: torch.Tensor, sparsity: float) -> torch.Tensor:
 
 @pytest.mark.claim("spectral.snippet-spectral-pruning-is-rank-truncation-not-sparsity")
 @pytest.mark.parametrize("kept", [pytest.param(lambda r, sparsity: int(r * (1 - sparsity)), id="float-floor"),
-                                  pytest.param(lambda r, sparsity: math.floor(r * (1 - Fraction(sparsity))),
+                                  pytest.param(lambda r, sparsity: math.floor(r * (1 - Fraction(repr(sparsity)))),
                                                id="exact-target-fraction", marks=control(
     "line 310's reading, target_sparsity of the singular values discarded exactly (k = floor(r (1 - s)) in exact "
-    "arithmetic): the best-rank-k check must reject the printed output", models=[
+    "arithmetic on the decimal s a reader writes, 0.9 = 9/10): the best-rank-k check must reject the printed output",
+    models=[
         "spectral.snippet-spectral-pruning-is-rank-truncation-not-sparsity"]))])
 @example(w=gaussian((10, 10), 43), sparsity=0.9)  # int(10 * (1 - 0.9)) = 0, one below the exact 1
 @given(w=real_matrices(1, 8, 5.0), sparsity=st.floats(0.0, 1.0))
