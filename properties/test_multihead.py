@@ -292,10 +292,15 @@ def test_multi_head_output_is_the_direct_sum_of_the_heads_a_i_v_i():
 
 
 @pytest.mark.claim("spectral.multihead-as-block-diagonal-direct-sum")
+@pytest.mark.parametrize("rows_of", [pytest.param(lambda ds, h, n: ds.reshape(h, n, -1).sum(0), id="row-blocks-summed"),
+                                     pytest.param(lambda ds, h, n: ds, id="direct-sum", marks=control(
+    "line 374's reading, the direct sum of the A_i V_i itself (h n x h d_v) as the multi-head output: the check "
+    "against Concat(A_i V_i) must reject it", models=["spectral.multihead-as-block-diagonal-direct-sum"]))])
+@example(layout=HeadLayout(2, 2, 2, 1), n=1, seed=0)  # two heads of width 1, one token
 @given(layout=head_layouts(kv_sharing=False), n=st.integers(1, 4), seed=seeds())
-def test_summing_the_direct_sums_row_blocks_gives_the_concatenation(layout, n, seed):
+def test_summing_the_direct_sums_row_blocks_gives_the_concatenation(rows_of, layout, n, seed):
     concat, direct_sum = _concat_and_direct_sum(layout, n, seed)
-    summed = direct_sum.reshape(layout.n_heads, n, -1).sum(0)  # (1_h^T kron I_n) (direct sum): (n, h d_v)
+    summed = rows_of(direct_sum, layout.n_heads, n)  # (1_h^T kron I_n) (direct sum): (n, h d_v)
     assert_equal_up_to_rounding(summed, concat, "(1^T kron I_n) (direct sum of A_i V_i) != Concat(A_i V_i)")
 
 
