@@ -121,8 +121,12 @@ def test_effective_rank_is_the_number_of_informative_dimensions():
 # --- line 218: DoRA 'at the same parameter count' as LoRA ----------------------------------------------------------
 
 @pytest.mark.claim("linear-algebra.la-dora-closer-to-full-ft-than-lora")
+@pytest.mark.parametrize("trained", [pytest.param(lambda b, a, m: (b, a, m), id="b-a-m"), pytest.param(
+    lambda b, a, m: (b, a), id="same-as-lora", marks=control(
+        "line 218's equal parameter count: DoRA's trainable tensors counted as LoRA's B and A alone, the magnitude m "
+        "left out: the parameter-count check must reject it", models=["linear-algebra.la-dora-closer-to-full-ft-than-lora"]))])
 @given(factors=low_rank_factors(), seed=st.integers(0, 2**16))
-def test_dora_trains_k_more_parameters_than_lora_at_equal_rank(factors, seed):
+def test_dora_trains_k_more_parameters_than_lora_at_equal_rank(trained, factors, seed):
     b, a = factors
     (d, r), k = b.shape, a.shape[1]
     w0 = gaussian((d, k), seed)
@@ -131,7 +135,7 @@ def test_dora_trains_k_more_parameters_than_lora_at_equal_rank(factors, seed):
     # the magnitude m (1, k) is a free parameter of W' = m (W0 + BA) / ||W0 + BA||_c: doubling it doubles W'
     w1, w2 = dora_weight(w0, b, a, m), dora_weight(w0, b, a, 2 * m)
     claim_assert(torch.allclose(w2, 2 * w1, rtol=1e-12, atol=0), "m is not a free scale of DoRA's weight", d=d, k=k, r=r)
-    dora = b.numel() + a.numel() + m.numel()
+    dora = sum(t.numel() for t in trained(b, a, m))
     claim_assert(dora == lora_parameter_count(d, k, r) + k and dora > lora_parameter_count(d, k, r),
                  "DoRA's trainable parameters are not LoRA's plus k magnitudes", dora=dora,
                  lora=lora_parameter_count(d, k, r), k=k)
