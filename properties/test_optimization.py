@@ -930,6 +930,35 @@ def test_sam_always_ends_at_a_lower_curvature_minimum():
                  "beats the curvature penalty lambda rho^2 / 2", argmin=best, curvature=curvature)
 
 
+def _sam_minimiser_curvature(depth: float) -> float:
+    """The Hessian at the SAM minimiser (rho = RHO) of min(50 (t + 1)^2 - depth, (t - 2)^2 / 2): curvature 100 or 1."""
+    loss = lambda t: torch.minimum(50 * (t + 1) ** 2 - depth, 0.5 * (t - 2) ** 2)  # noqa: E731
+    grid = torch.linspace(-2.0, 3.0, 5001, dtype=torch.float64)  # step 1e-3: -1 and 2 are grid points
+    e = torch.linspace(-RHO, RHO, 201, dtype=torch.float64)
+    best = grid[loss(grid[:, None] + e[None, :]).max(dim=1).values.argmin()]
+    return torch.func.grad(torch.func.grad(loss))(best).item()
+
+
+SAM_PENALTY_GAP = (100 - 1) * RHO**2 / 2  # the SAM objectives of the two minima differ by this minus the depth
+
+
+@pytest.mark.claim("spectral.sam-lowers-hessian-top-eigenvalue")
+@pytest.mark.parametrize("expected", [pytest.param(lambda depth: 100.0 if depth > SAM_PENALTY_GAP else 1.0,
+                                                   id="depth-against-penalty"), pytest.param(
+    lambda depth: 1.0, id="always-flatter", marks=control(
+        "line 449's SAM, which always ends at the lower-curvature minimum: the check of the depth-against-penalty rule "
+        "must reject it", models=["spectral.sam-lowers-hessian-top-eigenvalue"]))])
+@example(depth=1.0)  # the refutation's landscape: the sharp minimum deeper by 1 > 0.495
+@given(depth=st.floats(0.0, 2.0))
+def test_sam_prefers_the_flat_minimum_exactly_when_the_sharp_one_is_not_deeper_than_the_penalty_gap(expected, depth):
+    # SAM's objective is -depth + 100 rho^2 / 2 at the sharp minimum and rho^2 / 2 at the flat one (both grid points,
+    # exact to a few eps); within 1e-6 of the tie either minimum may win
+    assume(abs(depth - SAM_PENALTY_GAP) > 1e-6)
+    curvature = _sam_minimiser_curvature(depth)
+    claim_assert(curvature == expected(depth), "SAM's minimiser is not the one the depth-against-penalty rule picks",
+                 depth=depth, penalty_gap=SAM_PENALTY_GAP, curvature=curvature, expected=expected(depth))
+
+
 @pytest.mark.claim("optimization.la-ntk-linear-dynamics-closed-form")
 @refutes(reason="one training point, the smallest case, with the cross-entropy (logistic) loss the document's own "
                 "training loop uses (linear-algebra.txt line 551): exact symbolic second derivative of the flow")
