@@ -331,14 +331,25 @@ def test_multi_head_jacobian_is_block_diagonal_over_heads():
 
 
 @pytest.mark.claim("spectral.multihead-jacobian-block-diagonal", "spectral.multihead-spectrum-union-of-heads")
+@pytest.mark.parametrize("spectrum", [pytest.param(lambda full, terms: eig(full), id="eig-j-mha"), pytest.param(
+    lambda full, terms: torch.cat([eig(t) for t in terms]), id="union-of-heads", marks=control(
+        "line 384's spectrum of J_mha as the union of the heads' spectra: the second power sum check, sum lambda^2 = "
+        "tr(J_mha^2) with the heads' cross terms tr(J_i J_j), must reject it",
+        models=["spectral.multihead-spectrum-union-of-heads"]))])
+@example(layout=HeadLayout(2, 2, 2, 1), n=1, seed=0)  # the refutation's two heads of width 1, one token
 @given(layout=head_layouts(max_heads=3, max_d_head=2, kv_sharing=False), n=st.integers(1, 3), seed=seeds())
-def test_multi_head_jacobian_is_the_sum_of_the_heads_jacobians_and_only_the_trace_adds_up(layout, n, seed):
+def test_multi_head_jacobian_is_the_sum_of_the_heads_jacobians_and_only_the_trace_adds_up(spectrum, layout, n, seed):
     full, terms, _ = _jacobians(layout, n, seed)
     assert_equal_up_to_rounding(full, sum(terms), "J_mha != sum_i J(head_i W_O^(i))")
-    eig_sum = eig(full).sum()
+    ev = spectrum(full, terms)
     union_sum = sum(eig(t).sum() for t in terms)
-    assert_equal_up_to_rounding(torch.view_as_real(eig_sum), torch.view_as_real(union_sum),
+    assert_equal_up_to_rounding(torch.view_as_real(ev.sum()), torch.view_as_real(union_sum),
                                 "sum of J_mha's eigenvalues != sum over the heads' eigenvalues")
+    # the second power sum is tr(J_mha^2) = sum_ij tr(J_i J_j): the cross terms i != j are what a union would drop;
+    # computed eigenvalues are exact for J + E, ||E|| ~ eps ||J||, so their power sums are as stable as traces
+    cross = torch.stack([torch.trace(a @ b) for a in terms for b in terms]).sum().to(ev.dtype)
+    assert_equal_up_to_rounding(torch.view_as_real((ev**2).sum()), torch.view_as_real(cross),
+                                "sum of the squared eigenvalues != sum_ij tr(J_i J_j)")
 
 
 @pytest.mark.claim("spectral.multihead-spectrum-union-of-heads")
