@@ -17,7 +17,7 @@ import math
 import pytest
 import sympy as sp
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert, control, premise, record, refutes
@@ -168,6 +168,9 @@ def test_document_critical_scaling_keeps_attention_from_collapsing(schedule):
     pytest.param("standard (f = 1)", id="f=1", marks=control(
         "f = 1, which f = O(polylog T) admits, as the schedule that holds the top weight",
         models="long-context.critical-scaling-theorem-polylog")),
+    pytest.param("constant multiplier c = 2", id="constant-c-2", marks=control(
+        "line 146's bounded c(n) > 1, the constant c = 2, in place of the growing sqrt(2 ln n): the check that the top "
+        "weight stops decaying must reject it", models=["spectral.fix-attention-scaling-c-n"])),
 ])
 def test_a_growing_logit_multiplier_keeps_attention_from_flattening(critical_schedule):
     standard, divided = _measure("standard (f = 1)"), _measure("document f = 1 + (ln T)^1.5, logits / sqrt(f)")
@@ -316,13 +319,20 @@ def _length_aware(mutation: tuple[str, str] | None = None):
 
 
 @pytest.mark.claim("spectral.snippet-length-aware-matches-formula", "spectral.snippet-length-aware-n-is-query-length")
-@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant("/ (Q.shape[-1] ** 0.5)", "/ Q.shape[-1]",
-                                                            "the scores divided by d_k, not by sqrt(d_k)")])
+@pytest.mark.parametrize("mutation, length", [
+    pytest.param(None, lambda n_q, n_k: n_q, id="printed"),
+    pytest.param(("/ (Q.shape[-1] ** 0.5)", "/ Q.shape[-1]"), lambda n_q, n_k: n_q, id="mutant", marks=control(
+        "the printed code with '/ (Q.shape[-1] ** 0.5)' -> '/ Q.shape[-1]': the scores divided by d_k, not by "
+        "sqrt(d_k)")),
+    pytest.param(None, lambda n_q, n_k: n_k, id="context-length", marks=control(
+        "line 359's n read as the context length K.shape[-2], the number of keys, in the formula: the check against "
+        "the printed code must reject it", models=["spectral.snippet-length-aware-n-is-query-length"]))])
+@example(seed=0, n_q=1, n_k=8, alpha=1.5)  # one query (KV-cached decoding) against 8 keys
 @given(seed=seeds(), n_q=st.integers(1, 8), n_k=st.integers(1, 8), alpha=st.floats(0.5, 2.5))
-def test_length_aware_attention_multiplies_logits_by_ln_n_to_the_alpha(mutation, seed, n_q, n_k, alpha):
+def test_length_aware_attention_multiplies_logits_by_ln_n_to_the_alpha(mutation, length, seed, n_q, n_k, alpha):
     q, k, v = gaussian((n_q, 4), seed), gaussian((n_k, 4), seed + 1), gaussian((n_k, 2), seed + 2)
     got = _length_aware(mutation)(q, k, v, base_scale=1.0, poly_alpha=alpha)
-    expected = stable_softmax(q @ k.T / 2.0 * polylog_multiplier(n_q, alpha)) @ v
+    expected = stable_softmax(q @ k.T / 2.0 * polylog_multiplier(length(n_q, n_k), alpha)) @ v
     # the snippet computes log(n) in float32 via torch.log(torch.tensor(n)): relative error delta, (ln n)^alpha's
     # alpha delta, so logits alpha delta |s| apart (plus a few float64 roundings), moving the weights' total by twice
     # that; the n_k-term products add (n_k + 2) u; all times |v|max

@@ -68,6 +68,21 @@ def _merged_weight_as_delta(b: torch.Tensor, a: torch.Tensor, alpha: float) -> t
     return lora_weight(gaussian((b.shape[0], a.shape[1]), 51), b, a, alpha)
 
 
+def _conditioned_update(b: torch.Tensor, a: torch.Tensor, alpha: float) -> torch.Tensor:
+    """The printed spectral conditioning of ``(alpha / r) B A``, taken for a low-rank update (negative control)."""
+    return _printed_spectral_condition(lora_delta(b, a, alpha))
+
+
+def _ffn_jacobian_as_update(b: torch.Tensor, a: torch.Tensor, alpha: float) -> torch.Tensor:
+    """The Jacobian W_2 diag(GELU'(W_1 x)) W_1 (d, k) of a GELU FFN R^k -> R^d of width 4 max(d, k), seeded weights,
+    taken for a low-rank update (negative control); GELU'(z) = Phi(z) + z phi(z)."""
+    (d, _), k = b.shape, a.shape[1]
+    w1, w2 = gaussian((4 * max(d, k), k), 72), gaussian((d, 4 * max(d, k)), 73)
+    z = w1 @ gaussian((k,), 74)
+    slope = 0.5 * (1 + torch.erf(z / math.sqrt(2))) + z * torch.exp(-z**2 / 2) / math.sqrt(2 * math.pi)
+    return w2 @ (slope[:, None] * w1)
+
+
 def _full_parameter_count(d: int, k: int, r: int) -> int:
     return d * k
 
@@ -226,18 +241,26 @@ V = 1 / (3 * N)
 
 @pytest.mark.claim("spectral.init-weight-singular-values-marchenko-pastur", "spectral.mp-density-explicit",
                    "spectral.mp-support-edges")
-@pytest.mark.parametrize("density", [
-    pytest.param(marchenko_pastur_density, id="exact"),
-    pytest.param(_mp_density_without_the_2, id="one-over-pi",
+@pytest.mark.parametrize("density, power, V", [
+    pytest.param(marchenko_pastur_density, 2, V, id="exact"),
+    pytest.param(_mp_density_without_the_2, 2, V, id="one-over-pi",
                  marks=control("1 / (pi c s x) for the density's 1 / (2 pi c s x): mass 2")),
+    pytest.param(marchenko_pastur_density, 1, V, id="sigma", marks=control(
+        "line 278's law of the singular values themselves: sigma in place of sigma^2; the MP checks must reject it",
+        models=["spectral.init-weight-singular-values-marchenko-pastur"])),
+    pytest.param(marchenko_pastur_density, 2, 1 / N, id="printed-edges", marks=control(
+        "line 283's edges (1 -+ sqrt(m/n))^2, those of entry variance 1/n, for the default init's 1/(3n): the check "
+        "that sigma^2 fills [a, b] must reject them", models=["spectral.mp-support-edges"])),
 ])
-def test_squared_singular_values_of_an_initialised_layer_follow_marchenko_pastur(density):
-    lam = singular_values(_nn_linear_weight(M, N, 50)) ** 2
+def test_squared_singular_values_of_an_initialised_layer_follow_marchenko_pastur(density, power, V):
+    lam = singular_values(_nn_linear_weight(M, N, 50)) ** power
     a, b = marchenko_pastur_edges(M, N, variance=V)
     record("Marchenko-Pastur edges of sigma^2 for nn.Linear(512, 256)", [a, b])
     record("observed min/max sigma^2", [lam.min().item(), lam.max().item()])
-    # finite-size edge fluctuations are O(n^-2/3) (Tracy-Widom): 5% of b covers them at n = 512
+    # finite-size edge fluctuations are O(n^-2/3) (Tracy-Widom): 5% of b covers them at n = 512 (observed: 2% at b)
     claim_assert(lam.max() <= b * 1.05 and lam.min() >= a - 0.05 * b, "sigma^2 leaves [a, b]", edges=[a, b],
+                 observed=[lam.min(), lam.max()])
+    claim_assert(lam.max() >= b * 0.95 and lam.min() <= a + 0.05 * b, "sigma^2 does not fill [a, b]", edges=[a, b],
                  observed=[lam.min(), lam.max()])
     x = torch.linspace(a, b, 20001, dtype=torch.float64)
     p = density(x, M, N, V)
@@ -291,6 +314,13 @@ def test_spectrum_of_an_initialised_layer_fills_one_minus_to_one_plus_sqrt_ratio
     pytest.param(lora_delta, _full_parameter_count, id="d-k-parameters",
                  marks=control("d k trainable parameters (the full matrix) for r (d + k)",
                                models="linear-algebra.la-lora-shapes-and-rank-bound")),
+    pytest.param(_conditioned_update, lora_parameter_count, id="spectral-conditioning", marks=control(
+        "line 5's third factorisation: spectral conditioning (singular values clamped into [0.01, 1]) of the update "
+        "taken for a rank-r factorisation: the rank check must reject it",
+        models="linear-algebra.la-intro-variants-are-matrix-factorizations")),
+    pytest.param(_ffn_jacobian_as_update, lora_parameter_count, id="ffn-jacobian", marks=control(
+        "line 572's low-rank FFN: the Jacobian of a GELU FFN of width 4 max(d, k) taken for a rank-r factorisation: the "
+        "rank check must reject it", models="linear-algebra.la-summary-low-rank-lora-qkv-ffn")),
 ])
 @given(factors=low_rank_factors(), alpha=st.floats(0.5, 32.0))
 @example(factors=(_diag(1.0, 2.0, 3.0)[:, :1], _diag(1.0, 2.0, 3.0)[:1]), alpha=1.0)  # d = k = 3, r = 1
@@ -451,20 +481,26 @@ def _quotient_of_the_new_state(new, old, eta):
 
 @pytest.mark.claim("linear-algebra.la-diffusion-residual-attention-update", "linear-algebra.la-laplacian-diffusion-rewrite",
                    "linear-algebra.la-diffusion-divide-by-eta-equivalence")
-@pytest.mark.parametrize("rate", [
-    pytest.param(_difference_quotient, id="exact"),
-    pytest.param(_quotient_of_the_new_state, id="new-state-over-eta",
+@pytest.mark.parametrize("rate, laplacian_form", [
+    pytest.param(_difference_quotient, lambda x, w, lap, eta: x + x * w - lap * x * w, id="exact"),
+    pytest.param(_quotient_of_the_new_state, lambda x, w, lap, eta: x + x * w - lap * x * w, id="new-state-over-eta",
                  marks=control("X_{l+1} / eta for (X_{l+1} - X_l) / eta: the difference is not taken",
                                models="linear-algebra.la-diffusion-divide-by-eta-equivalence")),
+    pytest.param(_difference_quotient, lambda x, w, lap, eta: x - lap * x * w, id="pure-diffusion", marks=control(
+        "line 181's diffusion reading, X + A X W = X - L X W with no token-wise term: the symbolic identity check must "
+        "reject it", models="linear-algebra.la-diffusion-residual-attention-update")),
+    pytest.param(_difference_quotient, lambda x, w, lap, eta: x - eta * lap * x * w, id="line-417-rewrite", marks=control(
+        "line 417's rewrite X - eta L X W for X + A X W: the symbolic identity check must reject it",
+        models="linear-algebra.la-laplacian-diffusion-rewrite")),
 ])
-def test_residual_attention_update_equals_laplacian_form_plus_a_tokenwise_term_symbolically(rate):
+def test_residual_attention_update_equals_laplacian_form_plus_a_tokenwise_term_symbolically(rate, laplacian_form):
     n, d = 2, 2
     a = sp.Matrix(n, n, sp.symbols("a0:4"))
     x, w = sp.Matrix(n, d, sp.symbols("x0:4")), sp.Matrix(d, d, sp.symbols("w0:4"))
     eta = sp.Symbol("eta", nonzero=True)
     lap = sp.eye(n) - a  # D = I for a row-stochastic A
     residual = x + a * x * w
-    claim_assert(sp.expand(residual - (x + x * w - lap * x * w)) == sp.zeros(n, d), "X + A X W != X + X W - L X W")
+    claim_assert(sp.expand(residual - laplacian_form(x, w, lap, eta)) == sp.zeros(n, d), "X + A X W != X + X W - L X W")
     claim_assert(sp.expand(rate(residual, x, eta) - a * x * w / eta) == sp.zeros(n, d), "dividing by eta changed the update")
 
 
@@ -505,7 +541,16 @@ def test_divided_update_has_a_finite_limit_as_eta_goes_to_zero():
 
 @pytest.mark.claim("linear-algebra.la-diffusion-eta-to-zero-continuous-limit", "linear-algebra.la-summary-diffusion-view",
                    "linear-algebra.la-laplacian-diffusion-neural-ode")
-def test_euler_steps_with_weights_scaled_by_eta_converge_to_the_matrix_ode():
+@pytest.mark.parametrize("layer_weight, heat_w", [
+    pytest.param(lambda eta, w: eta * w, 1.0, id="w-scaled-by-eta"), pytest.param(
+        lambda eta, w: w, 1.0, id="w-fixed", marks=control(
+            "lines 187 and 578's limit with W fixed as eta -> 0 (1/eta layers of X + A X W): the Euler-convergence check "
+            "must reject it", models=["linear-algebra.la-diffusion-eta-to-zero-continuous-limit",
+                                      "linear-algebra.la-summary-diffusion-view"])),
+    pytest.param(lambda eta, w: eta * w, -1.0, id="heat-w-minus-identity", marks=control(
+        "line 419's heat equation for any W: X - eta L X W with W = -I in place of W = I; the consensus check must "
+        "reject it", models=["linear-algebra.la-laplacian-diffusion-neural-ode"]))])
+def test_euler_steps_with_weights_scaled_by_eta_converge_to_the_matrix_ode(layer_weight, heat_w):
     a, x0, w = stable_softmax(gaussian((3, 3), 65)), gaussian((3, 2), 66), gaussian((2, 2), 67)
     # dX/dt = A X W~ is linear in vec(X): d vec(X)/dt = (W~^T kron A) vec(X)
     vec_x0 = x0.T.contiguous().reshape(-1)  # column-major vec
@@ -514,7 +559,7 @@ def test_euler_steps_with_weights_scaled_by_eta_converge_to_the_matrix_ode():
     for steps in (100, 1000):
         x, eta = x0.clone(), 1.0 / steps
         for _ in range(steps):
-            x = x + a @ x @ (eta * w)  # the residual update with W = eta W~
+            x = x + a @ x @ layer_weight(eta, w)  # the residual update with W = eta W~
         errors.append((x - exact).abs().max().item())
     record("Euler error at eta = 1e-2, 1e-3", errors)
     # first order: 10x the steps divide the error by ~10; 5 leaves room for the O(eta^2) term of the error
@@ -522,7 +567,7 @@ def test_euler_steps_with_weights_scaled_by_eta_converge_to_the_matrix_ode():
     # W = I, X_{l+1} = X_l - eta L X_l: explicit Euler of the heat equation; it converges to consensus 1 pi^T X_0
     x = x0.clone()
     for _ in range(2000):
-        x = x - 0.05 * (torch.eye(3, dtype=torch.float64) - a) @ x
+        x = x - 0.05 * (torch.eye(3, dtype=torch.float64) - a) @ x * heat_w
     spread = (x - x.mean(0)).abs().max().item()
     # contraction 1 - 0.05 (1 - |lambda_2|) per step kills the initial spread (~e^-75 after 2000 steps); each step's
     # rounding, ~n eps |X|, is damped by it too, summing to n eps |X| / (0.05 (1 - |lambda_2|)); 4x that

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert, control, record, refutes
@@ -121,8 +121,12 @@ def test_effective_rank_is_the_number_of_informative_dimensions():
 # --- line 218: DoRA 'at the same parameter count' as LoRA ----------------------------------------------------------
 
 @pytest.mark.claim("linear-algebra.la-dora-closer-to-full-ft-than-lora")
+@pytest.mark.parametrize("trained", [pytest.param(lambda b, a, m: (b, a, m), id="b-a-m"), pytest.param(
+    lambda b, a, m: (b, a), id="same-as-lora", marks=control(
+        "line 218's equal parameter count: DoRA's trainable tensors counted as LoRA's B and A alone, the magnitude m "
+        "left out: the parameter-count check must reject it", models=["linear-algebra.la-dora-closer-to-full-ft-than-lora"]))])
 @given(factors=low_rank_factors(), seed=st.integers(0, 2**16))
-def test_dora_trains_k_more_parameters_than_lora_at_equal_rank(factors, seed):
+def test_dora_trains_k_more_parameters_than_lora_at_equal_rank(trained, factors, seed):
     b, a = factors
     (d, r), k = b.shape, a.shape[1]
     w0 = gaussian((d, k), seed)
@@ -131,7 +135,7 @@ def test_dora_trains_k_more_parameters_than_lora_at_equal_rank(factors, seed):
     # the magnitude m (1, k) is a free parameter of W' = m (W0 + BA) / ||W0 + BA||_c: doubling it doubles W'
     w1, w2 = dora_weight(w0, b, a, m), dora_weight(w0, b, a, 2 * m)
     claim_assert(torch.allclose(w2, 2 * w1, rtol=1e-12, atol=0), "m is not a free scale of DoRA's weight", d=d, k=k, r=r)
-    dora = b.numel() + a.numel() + m.numel()
+    dora = sum(t.numel() for t in trained(b, a, m))
     claim_assert(dora == lora_parameter_count(d, k, r) + k and dora > lora_parameter_count(d, k, r),
                  "DoRA's trainable parameters are not LoRA's plus k magnitudes", dora=dora,
                  lora=lora_parameter_count(d, k, r), k=k)
@@ -139,18 +143,29 @@ def test_dora_trains_k_more_parameters_than_lora_at_equal_rank(factors, seed):
 
 # --- lines 341-342: the nuclear norm and LoRA ----------------------------------------------------------------------
 
+def _balanced_factors(w: torch.Tensor, b: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """U_r S_r^(1/2), S_r^(1/2) V_r^T: the balanced factorisation of W = B A (r = B's width)."""
+    u, s, vh = torch.linalg.svd(w, full_matrices=False)
+    r = b.shape[1]
+    return u[:, :r] * s[:r].sqrt(), s[:r].sqrt()[:, None] * vh[:r]
+
+
 @pytest.mark.claim("linear-algebra.la-nuclear-norm-uses-compression-lora")
+@pytest.mark.parametrize("factorise", [pytest.param(_balanced_factors, id="balanced"), pytest.param(
+    lambda w, b, a: (b, a), id="lora-factors-as-drawn", marks=control(
+        "line 342's nuclear norm as the basis of LoRA itself: LoRA's factors B, A as they are, unbalanced, taken to "
+        "realise ||BA||_*; the tightness check must reject them",
+        models=["linear-algebra.la-nuclear-norm-uses-compression-lora"]))])
+@example(factors=(torch.tensor([[2.0], [0.0]], dtype=torch.float64), torch.tensor([[1.0, 0.0]], dtype=torch.float64)))
 @given(factors=low_rank_factors())
-def test_weight_decay_on_lora_factors_bounds_the_nuclear_norm_and_is_tight_when_balanced(factors):
+def test_weight_decay_on_lora_factors_bounds_the_nuclear_norm_and_is_tight_when_balanced(factorise, factors):
     b, a = factors
     w = b @ a
     decay = ((b**2).sum() + (a**2).sum()).item() / 2
     nuc = nuclear_norm(w).item()
     tol = 64 * max(w.shape) * EPS64 * max(decay, 1.0)
     claim_assert(decay >= nuc - tol, "(||B||_F^2 + ||A||_F^2) / 2 < ||BA||_*", decay=decay, nuclear=nuc)
-    u, s, vh = torch.linalg.svd(w, full_matrices=False)
-    r = b.shape[1]
-    b_bal, a_bal = u[:, :r] * s[:r].sqrt(), s[:r].sqrt()[:, None] * vh[:r]
+    b_bal, a_bal = factorise(w, b, a)
     balanced = ((b_bal**2).sum() + (a_bal**2).sum()).item() / 2
     claim_assert(abs(balanced - nuc) <= tol and torch.allclose(b_bal @ a_bal, w, atol=tol, rtol=0),
                  "the balanced factorisation does not attain ||W||_*", balanced=balanced, nuclear=nuc)

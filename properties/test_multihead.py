@@ -325,10 +325,15 @@ def test_multi_head_output_is_the_direct_sum_of_the_heads_a_i_v_i():
 
 
 @pytest.mark.claim("spectral.multihead-as-block-diagonal-direct-sum")
+@pytest.mark.parametrize("rows_of", [pytest.param(lambda ds, h, n: ds.reshape(h, n, -1).sum(0), id="row-blocks-summed"),
+                                     pytest.param(lambda ds, h, n: ds, id="direct-sum", marks=control(
+    "line 374's reading, the direct sum of the A_i V_i itself (h n x h d_v) as the multi-head output: the check "
+    "against Concat(A_i V_i) must reject it", models=["spectral.multihead-as-block-diagonal-direct-sum"]))])
+@example(layout=HeadLayout(2, 2, 2, 1), n=1, seed=0)  # two heads of width 1, one token
 @given(layout=head_layouts(kv_sharing=False), n=st.integers(1, 4), seed=seeds())
-def test_summing_the_direct_sums_row_blocks_gives_the_concatenation(layout, n, seed):
+def test_summing_the_direct_sums_row_blocks_gives_the_concatenation(rows_of, layout, n, seed):
     concat, direct_sum = _concat_and_direct_sum(layout, n, seed)
-    summed = direct_sum.reshape(layout.n_heads, n, -1).sum(0)  # (1_h^T kron I_n) (direct sum): (n, h d_v)
+    summed = rows_of(direct_sum, layout.n_heads, n)  # (1_h^T kron I_n) (direct sum): (n, h d_v)
     assert_equal_up_to_rounding(summed, concat, "(1^T kron I_n) (direct sum of A_i V_i) != Concat(A_i V_i)")
 
 
@@ -359,14 +364,25 @@ def test_multi_head_jacobian_is_block_diagonal_over_heads():
 
 
 @pytest.mark.claim("spectral.multihead-jacobian-block-diagonal", "spectral.multihead-spectrum-union-of-heads")
+@pytest.mark.parametrize("spectrum", [pytest.param(lambda full, terms: eig(full), id="eig-j-mha"), pytest.param(
+    lambda full, terms: torch.cat([eig(t) for t in terms]), id="union-of-heads", marks=control(
+        "line 384's spectrum of J_mha as the union of the heads' spectra: the second power sum check, sum lambda^2 = "
+        "tr(J_mha^2) with the heads' cross terms tr(J_i J_j), must reject it",
+        models=["spectral.multihead-spectrum-union-of-heads"]))])
+@example(layout=HeadLayout(2, 2, 2, 1), n=1, seed=0)  # the refutation's two heads of width 1, one token
 @given(layout=head_layouts(max_heads=3, max_d_head=2, kv_sharing=False), n=st.integers(1, 3), seed=seeds())
-def test_multi_head_jacobian_is_the_sum_of_the_heads_jacobians_and_only_the_trace_adds_up(layout, n, seed):
+def test_multi_head_jacobian_is_the_sum_of_the_heads_jacobians_and_only_the_trace_adds_up(spectrum, layout, n, seed):
     full, terms, _ = _jacobians(layout, n, seed)
     assert_equal_up_to_rounding(full, sum(terms), "J_mha != sum_i J(head_i W_O^(i))")
-    eig_sum = eig(full).sum()
+    ev = spectrum(full, terms)
     union_sum = sum(eig(t).sum() for t in terms)
-    assert_equal_up_to_rounding(torch.view_as_real(eig_sum), torch.view_as_real(union_sum),
+    assert_equal_up_to_rounding(torch.view_as_real(ev.sum()), torch.view_as_real(union_sum),
                                 "sum of J_mha's eigenvalues != sum over the heads' eigenvalues")
+    # the second power sum is tr(J_mha^2) = sum_ij tr(J_i J_j): the cross terms i != j are what a union would drop;
+    # computed eigenvalues are exact for J + E, ||E|| ~ eps ||J||, so their power sums are as stable as traces
+    cross = torch.stack([torch.trace(a @ b) for a in terms for b in terms]).sum().to(ev.dtype)
+    assert_equal_up_to_rounding(torch.view_as_real((ev**2).sum()), torch.view_as_real(cross),
+                                "sum of the squared eigenvalues != sum_ij tr(J_i J_j)")
 
 
 @pytest.mark.claim("spectral.multihead-spectrum-union-of-heads")

@@ -230,12 +230,20 @@ def test_stable_propagation_requires_layer_norms_at_most_one_plus_eps():
 
 @pytest.mark.claim("spectral.theorem-4-1-stable-iff-layer-norm-le-1-plus-eps", "spectral.residual-stable-when-jf-norm-lt-1",
                    "optimization.la-residual-guarantees-no-exponential-vanishing")
-@pytest.mark.parametrize("guaranteed_floor", [pytest.param(lambda lower: lower, id="prod-1-minus-norms"), pytest.param(
-    lambda lower: 1.0, id="no-vanishing", marks=control(
+@pytest.mark.parametrize("compose,guaranteed_floor", [
+    pytest.param(lambda upper, r: upper * (1 + r), lambda lower: lower, id="product"),
+    pytest.param(lambda upper, r: max(upper, 1 + r), lambda lower: lower, id="largest-layer-bound", marks=control(
+        "the end-to-end bound taken as the largest layer bound 1 + ||J^F|| (layers within 1 + eps, or with "
+        "||J^F|| < 1, read as stable at every depth): the product-bound check must reject it",
+        models=["spectral.theorem-4-1-stable-iff-layer-norm-le-1-plus-eps",
+                "spectral.residual-stable-when-jf-norm-lt-1"])),
+    pytest.param(lambda upper, r: upper * (1 + r), lambda lower: 1.0, id="no-vanishing", marks=control(
         "the guarantee the claim reads into I + J^F: the product's smallest singular value never below 1",
-        models="optimization.la-residual-guarantees-no-exponential-vanishing"))])
+        models="optimization.la-residual-guarantees-no-exponential-vanishing")),
+])
+@example(mats=[torch.eye(3, dtype=torch.float64)] * 5)  # J^F = I / 2 five times: ||J|| = 1.5^5 = 7.6
 @given(mats=st.lists(real_matrices(3, 3, 1.0, square=True), min_size=1, max_size=5))
-def test_product_bounds_follow_from_layer_bounds(guaranteed_floor, mats):
+def test_product_bounds_follow_from_layer_bounds(compose, guaranteed_floor, mats):
     product, upper, lower = torch.eye(3, dtype=torch.float64), 1.0, 1.0
     for jf in mats:
         jf = jf / max(1.0, 2 * spectral_norm(jf).item())  # ||J^F|| <= 1/2
@@ -246,7 +254,7 @@ def test_product_bounds_follow_from_layer_bounds(guaranteed_floor, mats):
         tol = 16 * 3 * EPS64 * (1.5 + 0.5) + EPS64 * 1.5
         claim_assert(1 - r - tol <= s[-1] and s[0] <= 1 + r + tol, "singular values of I + J^F leave "
                      "[1 - ||J^F||, 1 + ||J^F||]", jf=jf)
-        product, upper, lower = j @ product, upper * (1 + r), lower * (1 - r)
+        product, upper, lower = j @ product, compose(upper, r), lower * (1 - r)
     s = singular_values(product)
     # each factor's r is within 16 * 3 eps (relative to upper), each 3 x 3 product rounds by 3 u of |J| |P| <= 3 ||J|| ||P||
     # in norm, and the final SVD adds 16 * 3 eps: absolute errors relative to the largest value, upper
@@ -336,8 +344,14 @@ def test_residual_stack_without_layernorm_has_a_jacobian_growing_exponentially_w
 
 
 @pytest.mark.claim("spectral.prenorm-overall-stable")
-def test_prenorm_stack_jacobian_grows_far_slower_than_without_normalisation():
-    pre, none = _depth_sweep("pre", PRE_DEPTHS), _depth_sweep("none", DEPTHS)
+@pytest.mark.parametrize("pre_ln", [pytest.param(lambda norms: norms, id="measured"), pytest.param(
+    lambda norms: norms[:, :1] * (1 - 1e-3 * torch.linspace(0, 1, norms.shape[1], dtype=norms.dtype)),
+    id="depth-independent", marks=control(
+        "line 230's overall stability: the pre-LN norms held at their depth-2 value at every depth (a 0.1% drift keeps "
+        "the fit's residuals non-zero): the check that they still grow must reject it",
+        models=["spectral.prenorm-overall-stable"]))])
+def test_prenorm_stack_jacobian_grows_far_slower_than_without_normalisation(pre_ln):
+    pre, none = pre_ln(_depth_sweep("pre", PRE_DEPTHS)), _depth_sweep("none", DEPTHS)
     fit = loglog_fit(torch.tensor(PRE_DEPTHS, dtype=torch.float64).repeat(len(SEEDS)), pre.flatten())
     rate_pre, rate_none = _growth_per_layer(PRE_DEPTHS, pre), _growth_per_layer(DEPTHS, none)
     record("series[||J|| vs depth, pre-LN residual attention]", {"n": list(PRE_DEPTHS), "y": pre.mean(0).tolist()})
@@ -427,15 +441,21 @@ def _mha_head(x, ws, h, i):
 
 
 @pytest.mark.claim("spectral.multihead-jacobian-block-diagonal", "spectral.multihead-spectrum-union-of-heads")
+@pytest.mark.parametrize("head_jacobian", [pytest.param(lambda j, i, d_k: j, id="dense"), pytest.param(
+    lambda j, i, d_k: j * ((torch.arange(j.shape[1]) % (j.shape[1] // (j.shape[0] // d_k))) // d_k == i),
+    id="own-block-only", marks=control(
+        "line 382's block-diagonal Jacobian: head i's Jacobian kept on its own input features only (the rest zeroed): "
+        "the sum check must reject it", models=["spectral.multihead-jacobian-block-diagonal"]))])
+@example(seed=0, n=1, h=2)  # the smallest layer with two heads
 @given(seed=seeds(), n=st.integers(1, 3), h=st.integers(1, 3))
 @settings(max_examples=20)  # a few Jacobians per example
-def test_multi_head_jacobian_is_the_sum_of_head_jacobians_mixed_by_w_o(seed, n, h):
+def test_multi_head_jacobian_is_the_sum_of_head_jacobians_mixed_by_w_o(head_jacobian, seed, n, h):
     d = 2 * h
     ws, x = _weights(d, seed), gaussian((n, d), seed + 7)
     wo = ws[3]
     d_k = d // h
     total = sum(torch.kron(torch.eye(n, dtype=torch.float64), wo[i * d_k:(i + 1) * d_k].T.contiguous())
-                @ jacobian(lambda t, i=i: _mha_head(t, ws, h, i), x) for i in range(h))
+                @ head_jacobian(jacobian(lambda t, i=i: _mha_head(t, ws, h, i), x), i, d_k) for i in range(h))
     full = jacobian(lambda t: _mha(t, ws, h), x)
     # a head's backward is linear in its cotangent: mixing by W_O before it (full) or after it (total) reorders
     # d-term and h-term sums of terms of size (I kron |W_O^i|^T) |J_i|
@@ -787,16 +807,29 @@ def _lambda_max(loss) -> float:
 
 @pytest.mark.claim("spectral.sharp-minimum-large-eig-poor-generalization", "spectral.flat-minimum-small-eig-good-generalization",
                    "spectral.sharp-minima-small-eig-generalize-well", "spectral.flat-minima-large-eig-generalize-poorly")
+@pytest.mark.parametrize("curvature_of, reparametrise", [
+    pytest.param(_lambda_max, lambda a: (a, 1 / a), id="lambda-max"), pytest.param(
+        lambda loss: 1 / _lambda_max(loss), lambda a: (a, 1 / a), id="sharp-means-small-eigenvalue", marks=control(
+            "lines 537-538's pairing, sharpness decreasing in the Hessian eigenvalue (1 / lambda_max in its place): the "
+            "check that eps-sharpness is lambda_max rho^2 / 2 must reject it",
+            models=["spectral.sharp-minima-small-eig-generalize-well", "spectral.flat-minima-large-eig-generalize-poorly"])),
+    pytest.param(_lambda_max, lambda a: (a, 1.0), id="sharpness-moves-the-function", marks=control(
+        "lines 434-436's premise that sharpness decides generalisation, i.e. a change of lambda_max changes the function: "
+        "(alpha w1, w2) in place of (alpha w1, w2 / alpha); the same-function check must reject it",
+        models=["spectral.sharp-minimum-large-eig-poor-generalization",
+                "spectral.flat-minimum-small-eig-good-generalization"]))])
+@example(alpha=10.0, lam=100.0, ratio=0.5, angle=0.0, rho=0.1)  # the refutation's alpha = 10
 @given(alpha=st.floats(0.1, 10.0), lam=st.floats(0.01, 100.0), ratio=st.floats(0.0, 1.0), angle=st.floats(0.0, 3.2),
        rho=st.floats(0.01, 1.0))
-def test_sharpness_grows_with_lambda_max_and_is_not_reparametrisation_invariant(alpha, lam, ratio, angle, rho):
+def test_sharpness_grows_with_lambda_max_and_is_not_reparametrisation_invariant(curvature_of, reparametrise, alpha, lam,
+                                                                                ratio, angle, rho):
     loss = _quadratic_minimum(lam, ratio, angle)
-    sharp, top = _sharpness(loss, rho), _lambda_max(loss)
+    sharp, top = _sharpness(loss, rho), curvature_of(loss)
     # the grid misses the maximising direction by at most pi / 4000 rad: relative error <= (pi / 4000)^2 < 1e-6
     claim_assert(abs(sharp - top * rho**2 / 2) <= 1e-6 * top * rho**2, "eps-sharpness is not lambda_max rho^2 / 2",
                  lam=lam, ratio=ratio, sharpness=sharp, lambda_max=top)
     x = gaussian((8,), 104)
-    same = (_relu_net(alpha, 1 / alpha, x) - _relu_net(1.0, 1.0, x)).abs().max().item()
+    same = (_relu_net(*reparametrise(alpha), x) - _relu_net(1.0, 1.0, x)).abs().max().item()
     # three roundings (1 / alpha, alpha x, the product): 1.5 eps |x|; 2 eps
     claim_assert(same <= 2 * EPS64 * x.abs().max().item(), "reparametrisation changed the function", alpha=alpha)
 
@@ -934,6 +967,36 @@ def test_sam_always_ends_at_a_lower_curvature_minimum():
     # grid step (1e-4) of -1, where the Hessian is the sharp 100, the same minimum plain gradient descent finds there
     claim_assert(curvature < 100.0, "SAM's minimiser is the sharp minimum (curvature 100): a deeper sharp minimum "
                  "beats the curvature penalty lambda rho^2 / 2", argmin=best, curvature=curvature)
+
+
+def _sam_minimiser_curvature(depth: float) -> float:
+    """The Hessian at the SAM minimiser (rho = RHO) of min(50 (t + 1)^2 - depth, (t - 2)^2 / 2): curvature 100 or 1."""
+    loss = lambda t: torch.minimum(50 * (t + 1) ** 2 - depth, 0.5 * (t - 2) ** 2)  # noqa: E731
+    grid = torch.linspace(-2.0, 3.0, 501, dtype=torch.float64)  # step 1e-2: -1 and 2 are grid points
+    e = torch.linspace(-RHO, RHO, 21, dtype=torch.float64)  # the ball's ends +-rho, where a basin's max lies, included
+    best = grid[loss(grid[:, None] + e[None, :]).max(dim=1).values.argmin()]
+    return torch.func.grad(torch.func.grad(loss))(best).item()
+
+
+SAM_PENALTY_GAP = (100 - 1) * RHO**2 / 2  # the SAM objectives of the two minima differ by this minus the depth
+
+
+@pytest.mark.claim("spectral.sam-lowers-hessian-top-eigenvalue")
+@pytest.mark.parametrize("expected", [pytest.param(lambda depth: 100.0 if depth > SAM_PENALTY_GAP else 1.0,
+                                                   id="depth-against-penalty"), pytest.param(
+    lambda depth: 1.0, id="always-flatter", marks=control(
+        "line 449's SAM, which always ends at the lower-curvature minimum: the check of the depth-against-penalty rule "
+        "must reject it", models=["spectral.sam-lowers-hessian-top-eigenvalue"]))])
+@example(depth=1.0)  # the refutation's landscape: the sharp minimum deeper by 1 > 0.495
+@given(depth=st.floats(0.0, 2.0))
+@settings(max_examples=20)  # one scalar decides: a few depths on each side of the gap
+def test_sam_prefers_the_flat_minimum_exactly_when_the_sharp_one_is_not_deeper_than_the_penalty_gap(expected, depth):
+    # SAM's objective is -depth + 100 rho^2 / 2 at the sharp minimum and rho^2 / 2 at the flat one (both grid points,
+    # exact to a few eps); within 1e-6 of the tie either minimum may win
+    assume(abs(depth - SAM_PENALTY_GAP) > 1e-6)
+    curvature = _sam_minimiser_curvature(depth)
+    claim_assert(curvature == expected(depth), "SAM's minimiser is not the one the depth-against-penalty rule picks",
+                 depth=depth, penalty_gap=SAM_PENALTY_GAP, curvature=curvature, expected=expected(depth))
 
 
 @pytest.mark.claim("optimization.la-ntk-linear-dynamics-closed-form")

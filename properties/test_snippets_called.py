@@ -747,10 +747,16 @@ def test_printed_analyzer_analyses_a_model_with_default_attention_modules():
 
 
 @pytest.mark.claim("spectral.snippet-transformer-spectral-analyzer")
-def test_printed_analyzer_runs_on_per_head_weights_and_raises_inside_transformer_encoder_layers():
+@pytest.mark.parametrize("per_head", [pytest.param(True, id="per-head-weights"), pytest.param(
+    False, id="default-attention-modules", marks=control(
+        "line 552's unqualified model with nn.MultiheadAttention layers, called with their defaults (head-averaged "
+        "weights): the check that the printed analyzer runs layer by layer must reject it",
+        models=["spectral.snippet-transformer-spectral-analyzer"]))])
+def test_printed_analyzer_runs_on_per_head_weights_and_raises_inside_transformer_encoder_layers(per_head):
     x = torch.randn(1, 5, 8, generator=torch.Generator().manual_seed(21))
-    model = torch.nn.Sequential(_OneAttentionLayer(True), _OneAttentionLayer(True))
-    results = reader_call("analyze_all_layers(x) with per-head weights", lambda: _analyze(model, x))
+    model = torch.nn.Sequential(_OneAttentionLayer(per_head), _OneAttentionLayer(per_head))
+    results = reader_call(f"analyze_all_layers(x) with {'per-head' if per_head else 'head-averaged'} weights",
+                          lambda: _analyze(model, x))
     claim_assert(set(results) == {"layer_0", "layer_1"} and all(
         set(r) == {"effective_rank", "spectral_gap", "max_eigenvalue"} and 1 <= r["effective_rank"] <= 5
         and abs(r["max_eigenvalue"] - 1) <= 1e-5 for r in results.values()),

@@ -12,7 +12,7 @@ import math
 import pytest
 import sympy as sp
 import torch
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from claimcheck import claim_assert, control, record, refutes
@@ -70,7 +70,9 @@ def test_softmax_attention_is_a_positive_row_stochastic_matrix(softmax, s):
 @pytest.mark.claim("spectral.la-obs1-attention-row-stochastic", "spectral.row-stochastic-eigenvalue-one",
                    "spectral.la-pf-attention-approximates-stochastic-matrix")
 @pytest.mark.parametrize("extra", [pytest.param(0, id="softmax"), pytest.param(1, id="plus-one", marks=control(
-    "softmax_1, exp(x_i) / (1 + sum_j exp(x_j)): an implicit zero logit takes part of each row's mass"))])
+    "softmax_1, exp(x_i) / (1 + sum_j exp(x_j)): an implicit zero logit takes part of each row's mass, leaving a "
+    "matrix that only approximates a stochastic one; the row-sum check must reject it",
+    models=["spectral.la-pf-attention-approximates-stochastic-matrix"]))])
 def test_softmax_rows_sum_to_one_symbolically(extra):
     x = sp.symbols("x0:4", real=True)
     row = [sp.exp(xi) / (extra + sum(sp.exp(xj) for xj in x)) for xi in x]
@@ -108,11 +110,24 @@ def test_all_ones_is_a_right_eigenvector_for_eigenvalue_one(side, a):
                    "spectral.attention-eigenvalues-nonnegative-real-part", "spectral.training-early-lambda1-about-1-over-n",
                    "spectral.training-mid-lambda1-half", "spectral.training-late-lambda1-0-9",
                    "spectral.principal-direction-is-uniform")
-@pytest.mark.parametrize("softmax", [pytest.param(stable_softmax, id="softmax"), _UNNORMALISED])
+@pytest.mark.parametrize("softmax, lambda1", [
+    pytest.param(stable_softmax, None, id="softmax"), pytest.param(_unnormalised_softmax, None, id="unnormalised",
+                                                                   marks=_UNNORMALISED.marks),
+    pytest.param(stable_softmax, lambda n: 1 / n, id="printed-early", marks=control(
+        "line 91's early-training lambda_1 ~ 1/n in place of the computed one: the lambda_1 = 1 check must reject it",
+        models=["spectral.training-early-lambda1-about-1-over-n"])),
+    pytest.param(stable_softmax, lambda n: 0.5, id="printed-mid", marks=control(
+        "line 92's mid-training lambda_1 ~ 0.5 in place of the computed one: the lambda_1 = 1 check must reject it",
+        models=["spectral.training-mid-lambda1-half"])),
+    pytest.param(stable_softmax, lambda n: 0.9, id="printed-late", marks=control(
+        "line 93's late-training lambda_1 ~ 0.9 in place of the computed one: the lambda_1 = 1 check must reject it",
+        models=["spectral.training-late-lambda1-0-9"]))])
 @given(s=real_matrices(1, 10, 8.0, square=True), causal=st.booleans())
-def test_spectral_radius_of_attention_is_exactly_one(softmax, s, causal):
+def test_spectral_radius_of_attention_is_exactly_one(softmax, lambda1, s, causal):
     a = _causal_softmax(s, softmax) if causal else softmax(s)
     ev = eigenvalues(a)
+    if lambda1 is not None:  # a control: the document's lambda_1 for this stage put first
+        ev = torch.cat([torch.tensor([lambda1(a.shape[0])], dtype=ev.dtype), ev[1:]])
     claim_assert(abs(ev[0].abs().item() - 1) <= EIG_TOL, "the largest |eigenvalue| is not 1", a=a, eigenvalues=_plain(ev))
     claim_assert(bool((ev.abs() <= 1 + EIG_TOL).all()), "an eigenvalue lies outside the unit disk", a=a, eigenvalues=_plain(ev))
     # the infinity norm (max row sum of |A|) bounds the spectral radius and equals 1 exactly here (up to the rows'
@@ -148,6 +163,24 @@ def test_attention_eigenvalues_have_nonnegative_real_part(a):
     claim_assert(bool((ev.real >= -EIG_TOL).all()), "an eigenvalue has negative real part", a=a, eigenvalues=_plain(ev))
 
 
+@pytest.mark.claim("spectral.attention-eigenvalues-nonnegative-real-part")
+@pytest.mark.parametrize("spectrum_of", [pytest.param(eigenvalues, id="eigenvalues"), pytest.param(
+    lambda a: eigenvalues(a).real.clamp(min=0).to(torch.complex128), id="nonnegative-real-part", marks=control(
+        "line 35's spectrum, real parts >= 0 (negative real parts clipped to 0): the check of the eigenvalue 1 - 2p "
+        "must reject it for p > 1/2", models=["spectral.attention-eigenvalues-nonnegative-real-part"]))])
+@example(p=0.9)  # the correction's A = [[0.1, 0.9], [0.9, 0.1]]: eigenvalues 1 and -0.8
+@given(p=st.floats(1e-3, 1 - 1e-3))
+def test_two_token_attention_has_eigenvalues_one_and_one_minus_two_p(spectrum_of, p):
+    # A = [[1 - p, p], [p, 1 - p]] = softmax([[0, l], [l, 0]]), l = ln(p / (1 - p)): eigenvectors (1, 1), (1, -1)
+    a = torch.tensor([[1 - p, p], [p, 1 - p]], dtype=torch.float64)
+    ev = spectrum_of(a)
+    got = sorted(ev.real.tolist(), reverse=True)
+    # a symmetric 2 x 2 matrix: eigenvalues to a few eps; EIG_TOL is far wider
+    claim_assert(ev.imag.abs().max().item() <= EIG_TOL and abs(got[0] - 1) <= EIG_TOL and abs(got[1] - (1 - 2 * p))
+                 <= EIG_TOL, "the eigenvalues of [[1 - p, p], [p, 1 - p]] are not 1 and 1 - 2p", p=p,
+                 eigenvalues=_plain(ev))
+
+
 @pytest.mark.claim("spectral.attention-eigenvalue-sum-equals-trace")
 @pytest.mark.parametrize("sign", [pytest.param(-1, id="minus"), pytest.param(1, id="plus", marks=control(
     "the other sign: the lam^(n-1) coefficient of det(lam I - A) itself, -tr A, taken for the eigenvalue sum"))])
@@ -163,7 +196,11 @@ def test_sum_of_eigenvalues_is_the_trace_symbolically(sign):
 @pytest.mark.parametrize("spectrum", [pytest.param(eigenvalues, id="eigenvalues"), pytest.param(
     lambda a: torch.linalg.svdvals(a).to(torch.complex128), id="singular-values", marks=control(
         "singular values summed for eigenvalues (the nuclear norm, >= |tr A|, equal only for a PSD A)",
-            models="spectral.attention-eigenvalue-sum-equals-trace"))])
+            models="spectral.attention-eigenvalue-sum-equals-trace")), pytest.param(
+    lambda a: torch.ones(a.shape[0], dtype=torch.complex128), id="sum-n", marks=control(
+        "the line's eigenvalue sum n (n eigenvalues 1) in place of the computed spectrum: the trace check must reject it, "
+        "tr A < n for n >= 2", models="spectral.attention-eigenvalue-sum-equals-n"))])
+@example(a=stable_softmax(torch.zeros(2, 2, dtype=torch.float64)))  # n = 2, tr A = 1: the smallest case below n
 @given(a=attention_matrices(1, 10))
 def test_eigenvalues_sum_to_the_trace_which_is_below_n(spectrum, a):
     n = a.shape[0]
@@ -226,12 +263,18 @@ def test_spectral_gap_one_minus_lambda2_is_a_real_number(a):
 
 
 @pytest.mark.claim("spectral.spectral-gap-definition")
+@pytest.mark.parametrize("gap_of", [pytest.param(eigenvalue_gap, id="absolute"), pytest.param(
+    lambda a: 1 - eigenvalues(a)[1], id="one-minus-lambda2", marks=control(
+        "Definition 2.1 as printed, 1 - lambda_2 with lambda_2 complex or negative: the real-gap check must reject it",
+        models=["spectral.spectral-gap-definition"]))])
+@example(a=torch.tensor([[0.1, 0.9], [0.9, 0.1]], dtype=torch.float64))  # lambda_2 = -0.8: 1 - lambda_2 = 1.8
 @given(a=attention_matrices(2, 10))
-def test_absolute_spectral_gap_is_one_minus_modulus_of_lambda2(a):
+def test_absolute_spectral_gap_is_one_minus_modulus_of_lambda2(gap_of, a):
     ev = eigenvalues(a)
-    gap = eigenvalue_gap(a).item()
-    claim_assert(-EIG_TOL <= gap <= 1 + EIG_TOL and abs(gap - (1 - ev[1].abs().item())) <= EIG_TOL,
-                 "1 - |lambda_2| is not a gap in [0, 1]", a=a, gap=gap, eigenvalues=_plain(ev))
+    gap = complex(gap_of(a).item())
+    claim_assert(abs(gap.imag) <= EIG_TOL and -EIG_TOL <= gap.real <= 1 + EIG_TOL
+                 and abs(gap - (1 - ev[1].abs().item())) <= EIG_TOL,
+                 "the gap is not the real number 1 - |lambda_2| in [0, 1]", a=a, gap=gap, eigenvalues=_plain(ev))
 
 
 def _self_attention(n: int, beta: float) -> torch.Tensor:
@@ -240,12 +283,18 @@ def _self_attention(n: int, beta: float) -> torch.Tensor:
 
 
 @pytest.mark.claim("spectral.large-gap-near-rank-one", "spectral.small-gap-uniform-attention")
+@pytest.mark.parametrize("gap_of", [pytest.param(eigenvalue_gap, id="gap"), pytest.param(
+    lambda a: 1 - eigenvalue_gap(a), id="document-order", marks=control(
+        "the gap as lines 56-57 order it, small for uniform and large for concentrated attention (1 minus the computed "
+        "gap): the gap and uniform-attention checks must reject it",
+        models=["spectral.large-gap-near-rank-one", "spectral.small-gap-uniform-attention"]))])
+@example(n=2, beta=0.0)  # uniform attention: gap 1, the document's small gap
 @given(n=st.integers(2, 12), beta=st.floats(0.0, 30.0))
-def test_gap_of_self_attention_is_n_over_exp_beta_plus_n_minus_1(n, beta):
+def test_gap_of_self_attention_is_n_over_exp_beta_plus_n_minus_1(gap_of, n, beta):
     # softmax(beta I) = c I + b J with eigenvalues 1 and c = (e^beta - 1) / (e^beta + n - 1) (n - 1 times),
     # so the gap is n / (e^beta + n - 1): 1 for uniform attention (beta = 0), -> 0 as rows become one-hot
     a = _self_attention(n, beta)
-    gap = eigenvalue_gap(a).item()
+    gap = gap_of(a).item()
     exact = n / (math.exp(beta) + n - 1)
     claim_assert(abs(gap - exact) <= EIG_TOL, "gap differs from n / (e^beta + n - 1)", n=n, beta=beta, gap=gap)
     entropy = row_entropy(a).mean().item()
@@ -295,11 +344,24 @@ def test_attention_sink_is_marked_by_lambda1_tending_to_one():
                  lambda1_sink=l_sink, lambda1_self_attention=l_other)
 
 
-@pytest.mark.claim("spectral.attention-sink-lambda1-to-one", "spectral.rank-collapse-normalized-eigenvalues-limit")
-@given(n=st.integers(2, 10), beta=st.floats(0.0, 30.0))
-def test_a_sink_drives_the_non_leading_eigenvalues_to_zero(n, beta):
-    # every row of a sink matrix is the same distribution: A = 1 p^T is rank one, eigenvalues {1, 0, ..., 0}
+def _sink_weight_first(n: int, beta: float) -> torch.Tensor:
+    """The sink's spectrum with lambda_1 replaced by its top weight e^beta / (e^beta + n - 1), which -> 1 (control)."""
     ev = eigenvalues(_sink(n, beta))
+    return torch.cat([torch.tensor([math.exp(beta) / (math.exp(beta) + n - 1)], dtype=ev.dtype), ev[1:]])
+
+
+@pytest.mark.claim("spectral.attention-sink-lambda1-to-one", "spectral.rank-collapse-normalized-eigenvalues-limit")
+@pytest.mark.parametrize("spectrum_of", [pytest.param(lambda n, beta: eigenvalues(_sink(n, beta)), id="sink"), pytest.param(
+    _sink_weight_first, id="lambda1-tends-to-one", marks=control(
+        "line 637's sink: lambda_1 tending to 1 as the sink forms (the top weight e^beta / (e^beta + n - 1) as lambda_1): "
+        "the lambda_1 = 1 check must reject it", models=["spectral.attention-sink-lambda1-to-one"])), pytest.param(
+    lambda n, beta: eigenvalues(torch.eye(n, dtype=torch.float64)), id="equal-normalised-eigenvalues", marks=control(
+        "line 109's collapsed spectrum, every lambda_i / sum_j lambda_j = 1/n (the spectrum of I): the check that the "
+        "non-leading eigenvalues vanish must reject it", models=["spectral.rank-collapse-normalized-eigenvalues-limit"]))])
+@given(n=st.integers(2, 10), beta=st.floats(0.0, 30.0))
+def test_a_sink_drives_the_non_leading_eigenvalues_to_zero(spectrum_of, n, beta):
+    # every row of a sink matrix is the same distribution: A = 1 p^T is rank one, eigenvalues {1, 0, ..., 0}
+    ev = spectrum_of(n, beta)
     claim_assert(abs(ev[0].abs().item() - 1) <= EIG_TOL and ev[1:].abs().max().item() <= EIG_TOL,
                  "a sink matrix is not rank one with eigenvalues {1, 0, ...}", n=n, beta=beta, eigenvalues=_plain(ev))
 
@@ -309,21 +371,32 @@ def _consensus_error(a: torch.Tensor, k: int, limit=stationary_distribution) -> 
     return (torch.linalg.matrix_power(a, k) - torch.ones(a.shape[0], 1, dtype=a.dtype) * pi).abs().max().item()
 
 
+def _second_modulus(a: torch.Tensor) -> float:
+    return eigenvalues(a)[1].abs().item()
+
+
 @pytest.mark.claim("spectral.la-pf-pagerank-iteration-view", "spectral.consensus-driven-by-dominant-eigenvalue")
-@pytest.mark.parametrize("limit", [pytest.param(stationary_distribution, id="pi"), pytest.param(
-    lambda a: torch.full((a.shape[0],), 1.0 / a.shape[0], dtype=a.dtype), id="uniform", marks=control(
-        "the limit taken as 1 1^T / n (uniform pi), which holds only for a doubly stochastic A"))])
+@pytest.mark.parametrize("limit, rate_of", [pytest.param(stationary_distribution, _second_modulus, id="pi"), pytest.param(
+    lambda a: torch.full((a.shape[0],), 1.0 / a.shape[0], dtype=a.dtype), _second_modulus, id="uniform", marks=control(
+        "the limit taken as 1 1^T / n (uniform pi), which holds only for a doubly stochastic A")), pytest.param(
+    stationary_distribution, lambda a: eigenvalues(a)[0].abs().item(), id="rate-lambda1", marks=control(
+        "line 638's speed: consensus driven by the dominant eigenvalue, |lambda_1| = 1, as the rate: the two-sided rate "
+        "check must reject it", models=["spectral.consensus-driven-by-dominant-eigenvalue"]))])
 @given(a=attention_matrices(2, 8, bound=2.0))
-def test_repeated_attention_converges_to_one_pi_transpose_at_rate_lambda2(limit, a):
+def test_repeated_attention_converges_to_one_pi_transpose_at_rate_lambda2(limit, rate_of, a):
     # A^k = 1 pi^T + R^k with spectral radius(R) = |lambda_2|; Gelfand: ||R^k||^(1/k) -> |lambda_2|
-    lam2 = eigenvalues(a)[1].abs().item()
+    lam2 = rate_of(a)
     err = _consensus_error(a, 64, limit)
     # with logits in [-2, 2] every weight is >= e^-4 / n, so |lambda_2| <= 1 - n e^-4 / n < 0.99 and
     # 0.99^64 ~ 0.53; the bound allows the non-normal transient factor n, and 1e-3 is the delta > 0 of Gelfand's
     # ||R^k|| <= C (|lambda_2| + delta)^k (covering lambda_2's eig error too); the floor: pi within 64 n eps (as in
     # the Perron-vector test) and A^64's 6 squarings and 1 product, n eps each
     n = a.shape[0]
-    claim_assert(err <= n * (lam2 + 1e-3) ** 64 + (64 + 8) * n * EPS64, "A^64 is far from 1 pi^T", a=a, error=err, lambda2=lam2)
+    floor = (64 + 8) * n * EPS64
+    claim_assert(err <= n * (lam2 + 1e-3) ** 64 + floor, "A^64 is far from 1 pi^T", a=a, error=err, lambda2=lam2)
+    # and no faster: R^64 has spectral radius |lambda_2|^64 <= ||R^64||_2 <= n max |entry|
+    claim_assert(err >= max(lam2 - 1e-3, 0.0) ** 64 / n - floor, "A^64 approaches 1 pi^T faster than |lambda_2|^64",
+                 a=a, error=err, lambda2=lam2)
 
 
 @pytest.mark.claim("spectral.consensus-driven-by-dominant-eigenvalue")
@@ -351,11 +424,17 @@ def test_a_row_stochastic_matrix_must_have_a_dominant_column():
 
 
 @pytest.mark.claim("spectral.index-row-stochastic-must-have-dominant-token")
+@pytest.mark.parametrize("received", [pytest.param(lambda a: a.sum(0), id="column-sums"), pytest.param(
+    lambda a: a.sum(0) + torch.nn.functional.one_hot(torch.tensor(0), a.shape[0]), id="forced-dominant", marks=control(
+        "a dominant token forced on top of the attention every token receives (column 0 given one row's worth more): "
+        "the check that the column sums average exactly 1 must reject it",
+        models=["spectral.index-row-stochastic-must-have-dominant-token"]))])
 @given(a=attention_matrices(1, 10))
-def test_column_sums_of_attention_average_exactly_one(a):
+def test_column_sums_of_attention_average_exactly_one(received, a):
     n = a.shape[0]
     # n rows, each 1 within (2 n - 1) u, and the n^2-term sum's rounding: ~1.5 n^2 eps
-    claim_assert(abs(a.sum().item() - n) <= 2 * n * n * EPS64, "the total attention received is not n", a=a)
+    claim_assert(abs(received(a).sum().item() - n) <= 2 * n * n * EPS64, "the total attention received is not n "
+                 "(column sums do not average 1)", a=a)
 
 
 @pytest.mark.claim("spectral.rank-collapse-normalized-eigenvalues-limit")

@@ -588,15 +588,19 @@ def test_attention_stays_off_diagonal_while_tr_w_qk_over_sqrt_d_stays_bounded(tr
 
 @pytest.mark.claim("spectral.high-dim-attention-entry-formula", "spectral.high-dim-attention-matrix-definition",
                    "spectral.high-dim-score-dominates")
-@pytest.mark.parametrize("transposed", [pytest.param(False, id="x_i-W-x_j"), pytest.param(True, id="x_j-W-x_i", marks=control(
-    "the score's indices swapped, x_j^T W x_i: the transpose of the score matrix for a non-symmetric W"))])
+@pytest.mark.parametrize("transposed, overlap", [
+    pytest.param(False, 0.0, id="x_i-W-x_j"), pytest.param(True, 0.0, id="x_j-W-x_i", marks=control(
+        "the score's indices swapped, x_j^T W x_i: the transpose of the score matrix for a non-symmetric W")),
+    pytest.param(False, 1.0, id="plus-token-overlap", marks=control(
+        "line 946's picture of A as the score plus a token-overlap term x_i^T x_j / d that only vanishes as d grows: "
+        "the entrywise check must reject the overlap term at finite d", models=["spectral.high-dim-score-dominates"]))])
 @given(seed=seeds(), n=st.integers(1, 6), d=st.integers(1, 8))
-def test_attention_entries_are_row_softmax_of_bilinear_scores(transposed, seed, n, d):
+def test_attention_entries_are_row_softmax_of_bilinear_scores(transposed, overlap, seed, n, d):
     x, w_q, w_k = gaussian((n, d), seed), gaussian((d, d), seed + 1), gaussian((d, d), seed + 2)
     w = w_q @ w_k.T
     a = stable_softmax(x @ w_q @ (x @ w_k).T / math.sqrt(d))
     scores = torch.stack([torch.stack([x[i] @ w @ x[j] for j in range(n)]) for i in range(n)]) / math.sqrt(d)
-    scores = scores.T if transposed else scores
+    scores = (scores.T if transposed else scores) + overlap * (x @ x.T) / d
     entry = torch.exp(scores - scores.max(-1, keepdim=True).values)
     entry = entry / entry.sum(-1, keepdim=True)
     # two float64 evaluations of the same softmax (weights <= 1) differ by a few ulps of their O(d) scores
@@ -605,12 +609,18 @@ def test_attention_entries_are_row_softmax_of_bilinear_scores(transposed, seed, 
 
 @pytest.mark.claim("spectral.high-dim-attention-limit-gaussian", "spectral.high-dim-attention-determined-by-spectrum",
                    "spectral.spectrum-not-weights-determines-behavior", "spectral.high-dim-spectral-decomposition-symmetric")
-@pytest.mark.parametrize("rotate", [pytest.param(lambda x, u: x @ u, id="XU"), pytest.param(
-    lambda x, u: x @ u.T, id="XUT", marks=control("G = X U^T, the transpose of the eigenvector matrix, for G = X U"))])
+@pytest.mark.parametrize("rotate, w_qk", [
+    pytest.param(lambda x, u: x @ u, lambda b: b + b.T, id="XU"), pytest.param(
+        lambda x, u: x @ u.T, lambda b: b + b.T, id="XUT", marks=control(
+            "G = X U^T, the transpose of the eigenvector matrix, for G = X U")),
+    pytest.param(lambda x, u: x @ u, lambda b: b, id="general-w-qk", marks=control(
+        "line 966's W_QK = U Lambda U^T for a general, non-symmetric W_QK (a Gaussian d x d matrix, as W_Q W_K^T is): "
+        "the decomposition check must reject it", models=["spectral.high-dim-spectral-decomposition-symmetric"]))])
+@example(seed=0, n=2, d=2)  # the smallest size with a non-symmetric W_QK
 @given(seed=seeds(), n=st.integers(1, 6), d=st.integers(1, 8))
-def test_symmetric_w_qk_logits_equal_gaussian_lambda_form_with_g_equal_xu(rotate, seed, n, d):
+def test_symmetric_w_qk_logits_equal_gaussian_lambda_form_with_g_equal_xu(rotate, w_qk, seed, n, d):
     b = gaussian((d, d), seed)
-    w = b + b.T
+    w = w_qk(b)
     lam, u = torch.linalg.eigh(w)
     x = gaussian((n, d), seed + 1)
     g = rotate(x, u)  # rows of X U are again i.i.d. N(0, I_d): U is orthogonal

@@ -45,30 +45,29 @@ def _joint_wide() -> dict[str, torch.Tensor]:
     return sweep(NS, lambda n: 4 * n, samples=4, seed=8)
 
 
-def _tied_ratios(gen: torch.Generator) -> list[float]:
-    """Mean sigma_2 / sigma_1 of softmax(Q Q^T / sqrt(d_k)) (tied projections, Q = K) with d_k = n, per n in NS."""
-    out = []
-    for n in NS:
-        ratios = []
-        for _ in range(4):
-            q = torch.randn(n, n, generator=gen, dtype=torch.float64)
-            s = singular_values(stable_softmax(q @ q.T / math.sqrt(n)))
-            ratios.append((s[1] / s[0]).item())
-        out.append(sum(ratios) / len(ratios))
-    return out
-
-
-@functools.lru_cache(maxsize=None)
-def _tied() -> dict[str, torch.Tensor]:
-    """sigma_2 / sigma_1 of softmax(Q Q^T / sqrt(d_k)) (tied projections) along d_k = n, 4 matrices per n in NS."""
-    gen, ratios = torch.Generator().manual_seed(14), []
+def _tied_sigma_ratios(gen: torch.Generator, samples: int = 4) -> list[list[float]]:
+    """sigma_2 / sigma_1 of softmax(Q Q^T / sqrt(d_k)) (tied projections, Q = K) with d_k = n: ``samples`` seeded
+    matrices per n in NS, (len(NS), samples)."""
+    ratios = []
     for n in NS:
         row = []
-        for _ in range(4):
+        for _ in range(samples):
             q = torch.randn(n, n, generator=gen, dtype=torch.float64)
             s = singular_values(stable_softmax(q @ q.T / math.sqrt(n)))
             row.append((s[1] / s[0]).item())
         ratios.append(row)
+    return ratios
+
+
+def _tied_ratios(gen: torch.Generator) -> list[float]:
+    """Mean sigma_2 / sigma_1 of the tied projections (Q = K) with d_k = n, per n in NS."""
+    return [sum(row) / len(row) for row in _tied_sigma_ratios(gen)]
+
+
+@functools.lru_cache(maxsize=None)
+def _tied() -> dict[str, torch.Tensor]:
+    """sigma_2 / sigma_1 of the tied projections (Q = K) along d_k = n, 4 matrices per n in NS, as a sweep."""
+    ratios = _tied_sigma_ratios(torch.Generator().manual_seed(14))
     return {"n": torch.tensor(NS, dtype=torch.float64)[:, None].expand(-1, 4).clone(),
             "sigma_ratio": torch.tensor(ratios, dtype=torch.float64)}
 

@@ -12,6 +12,7 @@ import functools
 import io
 import math
 import re
+from fractions import Fraction
 from types import SimpleNamespace
 
 import matplotlib
@@ -223,11 +224,17 @@ def test_analyzer_spectral_gap_of_a_single_row_is_its_only_singular_value(mutati
 
 
 @pytest.mark.claim("spectral.snippet-analyzer-max-eigenvalue-always-one", "spectral.monitor-max-eigenvalue-warning-always-fires")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "return torch.linalg.eigvals(matrix).abs().max().item()", "return torch.linalg.eigvals(matrix).abs().mean().item()",
+    "an informative per-layer statistic (the mean |eigenvalue|: 1/n for uniform, ~1 for near-identity attention), as "
+    "lines 601 and 695 take max_eigenvalue to be; the always-one check must reject it",
+    models=["spectral.snippet-analyzer-max-eigenvalue-always-one", "spectral.monitor-max-eigenvalue-warning-always-fires"])])
 @given(a=attention_matrices(1, 10))
 @example(a=stable_softmax(torch.zeros(8, 8, dtype=torch.float64).index_fill(1, torch.tensor([0]), 1.78)))
-def test_analyzer_max_eigenvalue_of_attention_is_always_one(a):
+@example(a=stable_softmax(torch.zeros(4, 4, dtype=torch.float64)))  # uniform attention: mean |eigenvalue| 1/4
+def test_analyzer_max_eigenvalue_of_attention_is_always_one(mutation, a):
     try:
-        got = _analyzer_class()(None)._max_eigenvalue(a)
+        got = _analyzer_class(mutation)(None)._max_eigenvalue(a)
     except torch.linalg.LinAlgError as exc:
         # torch's CPU eigvals (MKL's geev) fails to converge on some rank-one attention matrices, such as the
         # sink matrix of the example; the printed statistic max |eig(A)| is then taken with numpy's geev
@@ -286,14 +293,27 @@ def test_analyzer_attn_00_is_a_matrix_with_default_weights():
                  error=error)
 
 
+def _encoder_layer() -> torch.nn.Module:
+    torch.manual_seed(3)
+    return torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+
+
 @pytest.mark.claim("spectral.snippet-analyzer-attn-00-is-matrix", "spectral.snippet-analyzer-hook-captures-attention-weights")
-def test_analyzer_works_on_per_head_weights():
-    model = _Attention(per_head=True)
+@pytest.mark.parametrize("model_of", [pytest.param(lambda: _Attention(per_head=True), id="per-head"), pytest.param(
+    lambda: _Attention(per_head=False), id="head-averaged", marks=control(
+        "line 583's attn[0, 0] as a matrix under nn.MultiheadAttention's default head-averaged weights: the per-head "
+        "analysis check must reject the model", models=["spectral.snippet-analyzer-attn-00-is-matrix"])), pytest.param(
+    _encoder_layer, id="transformer-encoder-layer", marks=control(
+        "line 568's hook on every attention layer, inside torch.nn.TransformerEncoderLayer (need_weights=False): the "
+        "per-head analysis check must reject the model",
+        models=["spectral.snippet-analyzer-hook-captures-attention-weights"]))])
+def test_analyzer_works_on_per_head_weights(model_of):
+    model = model_of()
     x = torch.randn(1, 5, 8, generator=torch.Generator().manual_seed(2))
     results, error = _analyze_model(model)
+    claim_assert(error is None and set(results) == {"layer_0"}, "per-head weights are not analysed", error=error)
     with torch.no_grad():
         a = model.mha(x, x, x, need_weights=True, average_attn_weights=False)[1][0, 0].double()
-    claim_assert(error is None and set(results) == {"layer_0"}, "per-head weights are not analysed", error=error)
     claim_assert(results["layer_0"]["effective_rank"] == int(mass_rank(a, 0.99)), "the analysed matrix is not head 0",
                  got=results["layer_0"])
 
@@ -482,10 +502,17 @@ def test_plot_first_panel_uses_a_linear_scale():
 
 
 @pytest.mark.claim("spectral.snippet-plot-linear-scale-is-log", "spectral.snippet-plot-cumulative-variance-ratio-label")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "axes[0].set_yscale('log')", "axes[0].set_yscale('linear')", "the linear scale the title '(Linear)' and the comment "
+    "at line 611 state: the log-axis check must reject it", models=["spectral.snippet-plot-linear-scale-is-log"]), mutant(
+    "cumsum = np.cumsum(s) / np.sum(s)", "cumsum = np.cumsum(s**2) / np.sum(s**2)", "the cumulative variance ratio the "
+    "label names: the singular-value-share check must reject it",
+    models=["spectral.snippet-plot-cumulative-variance-ratio-label"])])
+@example(a=torch.tensor([[2 / 3, 1 / 3], [1 / 3, 2 / 3]], dtype=torch.float64))  # s = (1, 1/3): shares 3/4 vs 9/10
 @given(a=attention_matrices(2, 8))
 @settings(max_examples=5)  # each example draws a matplotlib figure (~0.3 s)
-def test_plot_shows_log_singular_values_and_cumulative_singular_value_share(a):
-    fig = _plot(a)
+def test_plot_shows_log_singular_values_and_cumulative_singular_value_share(mutation, a):
+    fig = _code("spectral.snippet-plot-spectrum", "plot_spectrum", mutation)(a)
     y0, y1 = fig.axes[0].lines[0].get_ydata(), torch.tensor(fig.axes[1].lines[0].get_ydata())
     scale = fig.axes[0].get_yscale()
     matplotlib.pyplot.close(fig)
@@ -529,10 +556,15 @@ def test_most_similar_heads_names_another_head():
 
 
 @pytest.mark.claim("spectral.snippet-head-diversity-most-similar-is-self")
+@pytest.mark.parametrize("mutation", [AS_PRINTED, mutant(
+    "'most_similar_heads': pairwise_diff.min(dim=0),",
+    "'most_similar_heads': pairwise_diff.fill_diagonal_(float('inf')).min(dim=0),",
+    "each head's most similar OTHER head, as line 402 says it finds (the diagonal masked): the zero-diagonal check "
+    "must reject it", models=["spectral.snippet-head-diversity-most-similar-is-self"])])
 @given(seed=seeds(), h=st.integers(2, 5))
-def test_most_similar_heads_is_the_diagonal_of_the_distance_matrix(seed, h):
+def test_most_similar_heads_is_the_diagonal_of_the_distance_matrix(mutation, seed, h):
     stack = torch.softmax(gaussian((h, 6, 6), seed), -1)
-    out = _head_diversity(stack)
+    out = _code("spectral.snippet-head-spectral-diversity", "head_spectral_diversity", mutation)(stack)
     claim_assert(torch.equal(out["most_similar_heads"].indices, torch.arange(h))
                  and bool((out["most_similar_heads"].values == 0).all()), "min over cdist is not the zero diagonal",
                  seed=seed, indices=out["most_similar_heads"].indices)
@@ -557,11 +589,19 @@ def _prune(w: torch.Tensor, sparsity: float) -> torch.Tensor:
 
 
 @pytest.mark.claim("spectral.snippet-spectral-pruning-is-rank-truncation-not-sparsity")
+@pytest.mark.parametrize("kept", [pytest.param(lambda r, sparsity: int(r * (1 - sparsity)), id="float-floor"),
+                                  pytest.param(lambda r, sparsity: math.floor(r * (1 - Fraction(repr(sparsity)))),
+                                               id="exact-target-fraction", marks=control(
+    "line 310's reading, target_sparsity of the singular values discarded exactly (k = floor(r (1 - s)) in exact "
+    "arithmetic on the decimal s a reader writes, 0.9 = 9/10): the best-rank-k check must reject the printed output",
+    models=[
+        "spectral.snippet-spectral-pruning-is-rank-truncation-not-sparsity"]))])
+@example(w=gaussian((10, 10), 43), sparsity=0.9)  # int(10 * (1 - 0.9)) = 0, one below the exact 1
 @given(w=real_matrices(1, 8, 5.0), sparsity=st.floats(0.0, 1.0))
-def test_spectral_pruning_returns_the_best_rank_k_approximation(w, sparsity):
+def test_spectral_pruning_returns_the_best_rank_k_approximation(kept, w, sparsity):
     out = _prune(w, sparsity)
     s = singular_values(w)
-    k = int(len(s) * (1 - sparsity))
+    k = kept(len(s), sparsity)
     best = truncated_svd(w, k)
     tail = s[k:]
     err = torch.linalg.matrix_norm(out - w, 2).item()
