@@ -1,12 +1,14 @@
 """Heads' spectra late against mid training (spectral.txt lines 387, 408): the CI-scale experiment of
 ``experiments.head_spectra``, registered before its code, and its control of the mechanism at the same scale and
-seeds (every target a uniformly random character: nothing for the heads to converge on), which must not show what
-the decision shows.
+seeds (every target a uniformly random character: nothing for the heads to learn), which must not show what the
+decision shows. At the CI scale the decision is contradicted (the diversity rises from mid to late training in 5 of 5
+seeds); the control's interval straddles 0, so it does not show the rise wholly, but its mean rise is as large: the
+rise is not shown to come from learning.
 """
 import pytest
 
 from claimcheck import control
-from experiments.analysis import CONFIRMED, expect, expect_side
+from experiments.analysis import CONTRADICTED, expect, expect_side
 from experiments.head_spectra import SCALES, SPECTRA_LATE_VS_MID, LateVersusMid
 
 CI = SCALES["ci"]
@@ -18,14 +20,15 @@ def _values(result):
 
 
 @pytest.mark.claim("spectral.heads-similar-spectra-late-training")
-def test_head_spectral_diversity_is_lower_late_than_mid_training(decide):
+def test_head_spectral_diversity_rises_from_mid_to_late_training_at_ci_scale(decide):
     result = decide(SPECTRA_LATE_VS_MID, CI)
-    expect(result, CONFIRMED, **_values(result))
+    expect(result, CONTRADICTED, **_values(result))
 
 
 @pytest.mark.claim("spectral.heads-similar-spectra-late-training")
 @control("every target secretly a uniformly random character, same seeds, inputs and scale: with nothing to "
-         "learn the heads' spectra must not converge", models=["spectral.heads-similar-spectra-late-training"])
-def test_with_random_targets_head_spectral_diversity_does_not_fall_late_in_training(decide):
+         "learn, the decision's check must not see the heads' spectra move apart",
+         models=["spectral.heads-similar-spectra-late-training"])
+def test_with_random_targets_the_rise_of_head_spectral_diversity_is_not_resolved(decide):
     result = decide(LateVersusMid(targets="random"), CI, registered=False)
-    expect_side(result, CONFIRMED, **_values(result))
+    expect_side(result, CONTRADICTED, **_values(result))
