@@ -271,3 +271,25 @@ def test_the_markdown_findings_lead_with_each_kind_and_its_worst_and_say_how_far
     every = md[md.index("### Every finding"):]
     assert "| # | claim | verdict | kind | off | what is wrong |" in every
     assert "| 1 | [`a.code`](#acode) | **FAILS** | code-does-not-run | does not run: NameError |" in every
+
+
+def test_runs_of_a_superseded_experiment_are_marked_so_not_shown_as_controls():
+    from claimcheck.registry import Claim, Experiment
+
+    def exp(name):
+        return Experiment(name, "a prediction", "m", ">", 0.0, scale={"layers": 1}, registered="after-result")
+
+    claim = Claim("t.c", "s", 1, "q", "a statement", "topic", "empirical", "holds",
+                  experiment=exp("lr-tolerance-fine"), superseded=(exp("lr-tolerance"),))
+
+    def run(name, scale):
+        return {"nodeid": f"experiments/test_x.py::test_{name}", "outcome": "passed",
+                "figures": [{"name": report.EXPERIMENT_FIGURE, "value": {"name": name, "scale": scale}}]}
+
+    summary = report.experiment_summary(claim, [run("lr-tolerance-fine", {"layers": 1}),
+                                                run("lr-tolerance-fine-no-identity", {"layers": 1}),
+                                                run("lr-tolerance", {"layers": 6}),
+                                                run("lr-tolerance-tied", {"layers": 6})])
+    assert summary["measured"]["name"] == "lr-tolerance-fine"
+    assert {r["name"]: r["superseded"] for r in summary["controls"]} == {
+        "lr-tolerance-fine-no-identity": False, "lr-tolerance": True, "lr-tolerance-tied": True}
