@@ -143,6 +143,8 @@ def test_the_registration_label_says_what_the_history_shows(history, claim):
         f"{reading.order}: registration {reading.registration or 'not committed'}, first result "
         f"{reading.result or 'none'} ({reading.how})")
     if e.registered == "before-result":
+        assert reading.registration is not None, \
+            f"{e.name}: labelled before-result, but its registration is not committed yet: commit it on its own first"
         assert registered_text_at(history, reading.registration, e.prediction), \
             f"{e.name}: the prediction was changed after its registration commit {reading.registration}"
         assert e.uninformative is None or registered_text_at(history, reading.registration, e.uninformative), \
