@@ -132,3 +132,42 @@ class ExperimentAttentionSink(_ExperimentFamily):
 
     def track_confirmed(self, scale, experiment):
         return self.confirmed()
+
+
+class ExperimentHeadSpectra(_ExperimentFamily):
+    """Heads' spectral diversity late against mid training, over checkpoints of one run."""
+
+    module = "head_spectra"
+    params = _ExperimentFamily.parameters(module)
+
+    def track_effect(self, scale, experiment):
+        return self.effect()
+
+    def track_confirmed(self, scale, experiment):
+        return self.confirmed()
+
+
+class ExperimentPrenormFineGrid(_ExperimentFamily):
+    """Pre-LN against post-LN largest stable learning rate on a 1/16-decade grid."""
+
+    module = "prenorm_fine_grid"
+    params = _ExperimentFamily.parameters(module)
+
+    def track_effect(self, scale, experiment):
+        return self.effect()
+
+    def track_confirmed(self, scale, experiment):
+        return self.confirmed()
+
+
+class ExperimentJacobianHealth(_ExperimentFamily):
+    """Block Jacobian spectra after a failed run against a healthy one."""
+
+    module = "jacobian_health"
+    params = _ExperimentFamily.parameters(module)
+
+    def track_effect(self, scale, experiment):
+        return self.effect()
+
+    def track_confirmed(self, scale, experiment):
+        return self.confirmed()

@@ -723,7 +723,9 @@ def _experiment(e: dict) -> str:
         return head + "<p>Not run in this evidence run.</p></div>\n"
     seeds = "".join(f"<tr><td>{_e(s)}</td><td class=\"num\">{_e(_num_text(v))}</td></tr>"
                     for s, v in zip(m.get("seeds") or [], m.get("values") or []))
-    rows = [(m.get("test", "").split("::")[-1], m)] + [(k.get("test", "").split("::")[-1], k) for k in e["controls"]]
+    rows = [(m.get("test", "").split("::")[-1], m)] + [
+        (k.get("test", "").split("::")[-1] + (" (superseded design)" if k.get("superseded") else ""), k)
+        for k in e["controls"]]
     runs = "".join(f'<tr><td><code>{_e(t)}</code></td><td>{_e(r.get("scale_text"))}</td>'
                    f'<td class="num">{_e(_num_text(r.get("effect")))}</td>'
                    f'<td class="num">[{_e(_num_text(r.get("ci_low")))}, {_e(_num_text(r.get("ci_high")))}]</td>'

@@ -110,6 +110,8 @@ class Claim:
     snippet: Snippet | None = None
     notes: str | None = None
     experiment: Experiment | None = None
+    # earlier experiments whose design could not decide the claim, kept as registered (their tests still run)
+    superseded: tuple[Experiment, ...] = ()
     # for fails / partly: how wrong the claim is (claimcheck.findings ranks by it)
     finding: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     # where the entry sits in the registry file: the entry's line and each field's line
@@ -336,6 +338,7 @@ def _claim(data: dict[str, Any], at: int, field_lines: dict[str, int]) -> Claim:
         snippet=Snippet(snippet["start"], snippet["end"], tuple(snippet.get("requires") or ())) if snippet else None,
         notes=data.get("notes"),
         experiment=Experiment(**data["experiment"]) if data.get("experiment") else None,
+        superseded=tuple(Experiment(**e) for e in data.get("superseded") or ()),
         finding=data.get("finding"),
         at=at,
         field_lines=field_lines,

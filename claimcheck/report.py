@@ -193,7 +193,7 @@ def experiment_summary(c: Claim, outcomes: list[dict]) -> dict[str, Any] | None:
             if measured is None and value.get("name") == e.name and value.get("scale") == e.scale:
                 measured = row
             else:
-                controls.append(row)
+                controls.append({**row, "superseded": _superseded_run(c, str(value.get("name") or ""))})
     text = None
     if measured is not None:
         interval = measured.get("interval_text") or \
@@ -213,6 +213,16 @@ def control_prediction(k: dict) -> str:
     if not k.get("predicted_text"):
         return ""
     return f"; predicted {k['predicted_text']}, {'as' if k.get('as_predicted') else 'NOT as'} predicted"
+
+
+def _of(name: str, experiment: str) -> bool:
+    """Whether run ``name`` is experiment ``experiment`` or one of its variants (``<experiment>-<variant>``)."""
+    return name == experiment or name.startswith(experiment + "-")
+
+
+def _superseded_run(c: Claim, name: str) -> bool:
+    """Whether run ``name`` belongs to an experiment the claim's current one superseded (not to the current one)."""
+    return not _of(name, c.experiment.name) and any(_of(name, s.name) for s in c.superseded)
 
 
 def registration_sentence(registered: str) -> str:
@@ -539,7 +549,8 @@ def _markdown_experiment(e: dict | None) -> list[str]:
         out.append(f"  - **{m['outcome']}**: {e['text']}; per seed ({', '.join(map(str, m.get('seeds') or []))}): "
                    f"{values}")
     for k in e["controls"]:
-        out.append(f"  - control `{k['test'].split('::')[-1]}` ({k.get('scale_text')}): {k.get('outcome')}, "
+        kind = "superseded experiment" if k.get("superseded") else "control"
+        out.append(f"  - {kind} `{k['test'].split('::')[-1]}` ({k.get('scale_text')}): {k.get('outcome')}, "
                    f"effect {_num(k.get('effect'))} [{_num(k.get('ci_low'))}, {_num(k.get('ci_high'))}]"
                    + control_prediction(k))
     return out

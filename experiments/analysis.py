@@ -13,6 +13,8 @@ kept for comparison only); :func:`decide` turns a :class:`~experiments.harness.R
   half-decade grid ``LRS``, so the largest stable rate lies in ``[lr found, next grid rate)``, and
   ``log10(lr_a / lr_b)`` in ``[log10(lo_a / hi_b), log10(hi_a / lo_b)]``; the prunable fraction of
   ``experiments.head_pruning`` counts whole heads, ``k / H`` meaning a fraction in ``[k / H, (k + 1) / H)``.
+  The bisection of ``experiments.prenorm_fine_grid`` stores each seed's cells of the log10 ratio itself
+  (1/16-decade grid cells).
   The interval is then the t lower bound of the cells' lower ends to the t upper bound of their upper ends
   (never of zero width when every seed lands in one cell).
 * **family**: decisions computed from the same trained models are one family, and their intervals are
@@ -119,10 +121,23 @@ def _head_fraction_cells(experiment, per_seed, scale):
     return [k / heads for k in ks], [min(k + 1, heads) / heads for k in ks]
 
 
+def _stored_cells(low: str, high: str) -> Cells:
+    """Cells the experiment stores per seed itself, as the metrics ``low`` and ``high``."""
+    def cells(experiment, per_seed, scale):
+        return [float(m[low]) for m in per_seed], [float(m[high]) for m in per_seed]
+    return cells
+
+
 def resolution(experiment: Experiment) -> tuple[Cells, str] | None:
     """How the experiment's metric is quantised (its cells and the sentence the report shows), or None."""
     from experiments.head_pruning import HeadExperiment
     from experiments.prenorm import LearningRateTolerance, WarmupNeed
+    from experiments.prenorm_fine_grid import FineGridTolerance
+
+    if isinstance(experiment, FineGridTolerance):
+        return _stored_cells("log10_ratio_low", "log10_ratio_high"), (
+            "located by bisection on the 1/16-decade learning-rate grid 10^(k/16): each seed's largest stable rate "
+            "lies in [rate found, next rate), so its log10 ratio is interval-censored (cells 1/16 decade wide)")
 
     grid = ("read on the half-decade learning-rate grid (1e-3, 3e-3, ..., 3e-1; steps of 3 and 3.33): each "
             "seed's largest stable rate lies in [rate found, next rate), so its log10 ratio is interval-censored")

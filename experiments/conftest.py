@@ -34,16 +34,27 @@ def pytest_collection_modifyitems(items):
 
 
 def registered_mismatches(experiment: Experiment, scale: Scale, claim) -> list[str]:
-    """How the claim's ``experiment`` field differs from ``experiment`` run at ``scale`` (empty: none)."""
-    if claim is None or claim.experiment is None:
+    """How the claim's registration of ``experiment`` (its ``experiment`` field, or the ``superseded`` one of
+    that name) differs from ``experiment`` run at ``scale`` (empty: none)."""
+    reg = registration(claim, experiment.name)
+    if reg is None:
         return [f"claim {experiment.claim_id} has no 'experiment' field in the registry"]
-    reg, p = claim.experiment, experiment.prediction
+    p = experiment.prediction
     want = {"name": experiment.name, "prediction": p.text, "metric": p.metric, "comparison": p.comparison,
             "threshold": p.threshold, "scale": scale.as_dict()}
     have = {"name": reg.name, "prediction": " ".join(reg.prediction.split()), "metric": reg.metric,
             "comparison": reg.comparison, "threshold": reg.threshold, "scale": reg.scale}
     want["prediction"] = " ".join(want["prediction"].split())
     return [f"{k}: registry {have[k]!r}, code {want[k]!r}" for k in want if have[k] != want[k]]
+
+
+def registration(claim, name: str):
+    """The claim's registered experiment called ``name``: its ``experiment``, else a ``superseded`` one, else
+    its ``experiment`` (whose name then differs, and says so); None without a claim or an experiment."""
+    if claim is None:
+        return None
+    named = [e for e in (claim.experiment, *claim.superseded) if e is not None and e.name == name]
+    return named[0] if named else claim.experiment
 
 
 @pytest.fixture
@@ -59,7 +70,7 @@ def decide(request):
             problems = registered_mismatches(experiment, scale, claim)
             if problems:
                 pytest.fail("the experiment differs from its registration: " + "; ".join(problems))
-            uninformative = claim.experiment.uninformative
+            uninformative = registration(claim, experiment.name).uninformative
         decision = analyse(experiment, run(experiment, scale), registered, uninformative, predicted)
         record_result(decision)
         return decision

@@ -1,7 +1,8 @@
 """Registration that history proves: every experiment's prediction is committed before its result.
 
-For each ``experiment`` of ``claims.yaml``, the git history gives the commit that first registered it (the
-first commit of ``claims.yaml`` adding ``name: <experiment>``) and the commit where its result first
+For each ``experiment`` of ``claims.yaml`` (and each earlier one a claim keeps as ``superseded``), the git
+history gives the commit that first registered it (the first commit of ``claims.yaml`` adding
+``name: <experiment>``) and the commit where its result first
 landed: the first stored artefact ``experiments/artefacts/<name>-<key>.json`` (an uncommitted one counts as
 a result landing now), or the first commit of ``claims.yaml`` writing its outcome (``Experiment <name>``,
 or ``<metric> = <number>``), whichever is earlier. The history shows the registration first only when its
@@ -112,8 +113,17 @@ def registered_text_at(repo: Path, commit: str, text: str) -> bool:
     return " ".join(text.split()) in at
 
 
+@dataclass(frozen=True)
+class Registered:
+    """One registered experiment of a claim: its ``experiment`` or one it ``superseded``."""
+
+    id: str
+    experiment: object
+
+
 def _experiments():
-    return [c for c in load_registry(ROOT / REGISTRY).claims if c.experiment is not None]
+    return [Registered(c.id, e) for c in load_registry(ROOT / REGISTRY).claims
+            for e in (c.experiment, *c.superseded) if e is not None]
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +143,8 @@ def test_the_registration_label_says_what_the_history_shows(history, claim):
         f"{reading.order}: registration {reading.registration or 'not committed'}, first result "
         f"{reading.result or 'none'} ({reading.how})")
     if e.registered == "before-result":
+        assert reading.registration is not None, \
+            f"{e.name}: labelled before-result, but its registration is not committed yet: commit it on its own first"
         assert registered_text_at(history, reading.registration, e.prediction), \
             f"{e.name}: the prediction was changed after its registration commit {reading.registration}"
         assert e.uninformative is None or registered_text_at(history, reading.registration, e.uninformative), \

@@ -282,3 +282,25 @@ def test_a_control_of_the_mechanism_shows_its_prediction_and_whether_it_held():
     assert control_prediction(hit) == "; predicted not confirmed, as predicted"
     assert _predicted(miss) == "contradicted (NOT as predicted)"
     assert control_prediction({"outcome": "confirmed"}) == _predicted({"predicted_text": None}) == ""
+
+
+def test_runs_of_a_superseded_experiment_are_marked_so_not_shown_as_controls():
+    from claimcheck.registry import Claim, Experiment
+
+    def exp(name):
+        return Experiment(name, "a prediction", "m", ">", 0.0, scale={"layers": 1}, registered="after-result")
+
+    claim = Claim("t.c", "s", 1, "q", "a statement", "topic", "empirical", "holds",
+                  experiment=exp("lr-tolerance-fine"), superseded=(exp("lr-tolerance"),))
+
+    def run(name, scale):
+        return {"nodeid": f"experiments/test_x.py::test_{name}", "outcome": "passed",
+                "figures": [{"name": report.EXPERIMENT_FIGURE, "value": {"name": name, "scale": scale}}]}
+
+    summary = report.experiment_summary(claim, [run("lr-tolerance-fine", {"layers": 1}),
+                                                run("lr-tolerance-fine-no-identity", {"layers": 1}),
+                                                run("lr-tolerance", {"layers": 6}),
+                                                run("lr-tolerance-tied", {"layers": 6})])
+    assert summary["measured"]["name"] == "lr-tolerance-fine"
+    assert {r["name"]: r["superseded"] for r in summary["controls"]} == {
+        "lr-tolerance-fine-no-identity": False, "lr-tolerance": True, "lr-tolerance-tied": True}
