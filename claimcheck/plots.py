@@ -193,6 +193,9 @@ def _error_ratio_svg(ratios: list[tuple[str, list[float]]], salt: str) -> str:
     return _svg(fig, salt)
 
 
+DENSE_POINTS = 60  # more points than this in a series: drawn as a line, not as markers
+
+
 def _series_svg(series: dict[str, dict], fits: dict[str, dict], claimed: float | None, salt: str) -> str:
     fig, ax = _figure()
     logy = all(y > 0 for s in series.values() for y in s["y"])
@@ -203,8 +206,11 @@ def _series_svg(series: dict[str, dict], fits: dict[str, dict], claimed: float |
         if not pts:
             continue
         qualifiers = key.split(",", 1)[1].strip() if "," in key else key.split(" vs ")[0]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, linestyle="none", color=color,
-                label=f"measured: {qualifiers}")
+        # a long series (a training curve of hundreds of steps) is one line: a marker a point would be ~100 bytes
+        # of SVG each, and the page's panels have a size budget (tests/test_report_size.py)
+        style = dict(linestyle="-", linewidth=1) if len(pts) > DENSE_POINTS else dict(marker="o", markersize=3,
+                                                                                       linestyle="none")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, label=f"measured: {qualifiers}", **style)
         fit = fits.get(key) or fits.get(_fit_key(key, fits))
         if not (fit and _is_number(fit.get("exponent")) and logy and len(pts) >= 2):
             continue
