@@ -316,6 +316,20 @@ def packed_problems(backend, device: str = "cpu") -> list[PackedProblem]:
             for label, lengths, heads, causal in shapes]
 
 
+def _draw_heads_dims_scale(draw, backend) -> tuple[int, int, int, int, float | None]:
+    """``(H_q, H_kv, d_k, d_v, scale)`` of a drawn feature problem, within what ``backend`` declares: GQA groups
+    1, 2 or 4 when it takes GQA, head dims in its range and alignment, the caller's scale 0.3 when it takes one."""
+    group = draw(st.sampled_from((1, 2, 4) if backend.gqa else (1,)), label="group")
+    h_kv = draw(st.integers(1, max(1, 4 // group)), label="H_kv")
+    lo, hi = backend.head_dims
+    m = backend.head_dim_multiple
+    dims = st.integers(K._round_up(max(1, lo), m) // m, max(min(max(16, lo) + 8, hi) // m, 1)).map(lambda x: x * m)
+    d_k = draw(dims, label="d_k")
+    d_v = d_k if backend.equal_head_dims else draw(dims, label="d_v")
+    scale = draw(st.sampled_from((None, K.SCALE) if backend.scale else (None,)), label="scale")
+    return h_kv * group, h_kv, d_k, d_v, scale
+
+
 @st.composite
 def _packed(draw, backend, alignments: tuple[str, ...]):
     causal = draw(st.sampled_from((None, *alignments)), label="causal")
@@ -328,15 +342,8 @@ def _packed(draw, backend, alignments: tuple[str, ...]):
         lengths.append((n_q, n_k))
     if not any(n_q for n_q, _ in lengths):
         lengths[0] = (1, 1)
-    group = draw(st.sampled_from((1, 2, 4) if backend.gqa else (1,)), label="group")
-    h_kv = draw(st.integers(1, max(1, 4 // group)), label="H_kv")
-    lo, hi = backend.head_dims
-    m = backend.head_dim_multiple
-    dims = st.integers(K._round_up(max(1, lo), m) // m, max(min(max(16, lo) + 8, hi) // m, 1)).map(lambda x: x * m)
-    d_k = draw(dims, label="d_k")
-    d_v = d_k if backend.equal_head_dims else draw(dims, label="d_v")
-    scale = draw(st.sampled_from((None, K.SCALE) if backend.scale else (None,)), label="scale")
-    return make_packed(lengths, h_kv * group, h_kv, d_k, d_v, draw(st.integers(0, 2**31 - 1), label="seed"), causal,
+    h_q, h_kv, d_k, d_v, scale = _draw_heads_dims_scale(draw, backend)
+    return make_packed(lengths, h_q, h_kv, d_k, d_v, draw(st.integers(0, 2**31 - 1), label="seed"), causal,
                        scale)
 
 
@@ -446,15 +453,8 @@ def _cached(draw, backend, causal_declared: bool):
     n_q = draw(st.integers(1, 4), label="n_q")
     cache_len = draw(st.integers(n_q, 40), label="L_cache")
     seqlens = [draw(st.integers(n_q if causal else 1, cache_len), label="cache_seqlen") for _ in range(b)]
-    group = draw(st.sampled_from((1, 2, 4) if backend.gqa else (1,)), label="group")
-    h_kv = draw(st.integers(1, max(1, 4 // group)), label="H_kv")
-    lo, hi = backend.head_dims
-    m = backend.head_dim_multiple
-    dims = st.integers(K._round_up(max(1, lo), m) // m, max(min(max(16, lo) + 8, hi) // m, 1)).map(lambda x: x * m)
-    d_k = draw(dims, label="d_k")
-    d_v = d_k if backend.equal_head_dims else draw(dims, label="d_v")
-    scale = draw(st.sampled_from((None, K.SCALE) if backend.scale else (None,)), label="scale")
-    return make_cache(b, h_kv * group, h_kv, n_q, cache_len, seqlens, d_k, d_v,
+    h_q, h_kv, d_k, d_v, scale = _draw_heads_dims_scale(draw, backend)
+    return make_cache(b, h_q, h_kv, n_q, cache_len, seqlens, d_k, d_v,
                       draw(st.integers(0, 2**31 - 1), label="seed"), causal, scale)
 
 
