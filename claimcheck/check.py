@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from claimcheck.collect import TestFunction, benchmarks, evidence_tests
-from claimcheck.records import CannotCompare, compare, fold, name_tokens
+from claimcheck.records import GENERIC_RECORD_TESTS, CannotCompare, compare, fold, name_tokens
 from claimcheck.references import default_path, parse_references
 from claimcheck.registry import DECIDED, Claim, Problem, RegistryError, parse_registry, selected
 from claimcheck.sources import load_sources
@@ -270,7 +270,6 @@ def _check_evidence(root: Path, reg: str, claims: list[Claim], ids: dict[str, Cl
     return problems
 
 
-GENERIC_RECORD_TESTS = "properties/test_records.py::"
 
 
 def _check_records(root: Path, reg: str, claims: list[Claim], tests: dict[str, TestFunction],

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from claimcheck import backends_status
 from claimcheck import findings as findings_mod
 from claimcheck.asv_results import AsvResults, format_row
-from claimcheck.records import CannotCompare, compare
+from claimcheck.records import GENERIC_RECORD_TESTS, CannotCompare, compare
 from claimcheck.runrecord import headline, partial_note
 from claimcheck.references import Reference
 from claimcheck.registry import DECIDED, GRADES, VERDICTS, Claim, Registry
@@ -38,7 +38,10 @@ REFUTED_VERDICTS = ("fails", "partly")
 
 
 def _correction_by_property(c: dict) -> bool:
-    return c["verdict"] in ("fails", "partly") and any(o["kind"] == "property" for o in c["outcomes"])
+    """Whether a property test proves the claim's correction, by the rule of ``claims check`` (the generic record
+    check proves a correction by the record it compares, and is no such test)."""
+    return c["verdict"] in ("fails", "partly") and any(
+        o["kind"] == "property" and not o["nodeid"].startswith(GENERIC_RECORD_TESTS) for o in c["outcomes"])
 
 
 def build(registry: Registry, sources: Sources, results: dict | None, asv: AsvResults | None = None,
