@@ -24,7 +24,7 @@ from typing import Any, Callable
 from claimcheck import findings as findings_mod
 from claimcheck import mathml, plots
 from claimcheck.asv_results import BenchmarkRun, format_row
-from claimcheck.report import experiments_sentence
+from claimcheck.report import experiments_sentence, larger_text
 from claimcheck.runrecord import headline, partial_note
 
 ASSETS = Path(__file__).with_name("assets")
@@ -731,12 +731,20 @@ def _experiment(e: dict) -> str:
                    f'<td class="num">[{_e(_num_text(r.get("ci_low")))}, {_e(_num_text(r.get("ci_high")))}]</td>'
                    f'<td>{_e(r.get("outcome"))}</td><td>{_e(_predicted(r))}</td></tr>' for t, r in rows)
     return (head + f'<p class="outcome"><b>{_e(m.get("outcome"))}</b>: {_e(e.get("text"))}</p>'
-            + _artefact(m.get("artefact"), m.get("wall_s")) +
+            + _artefact(m.get("artefact"), m.get("wall_s")) + _larger(e.get("larger") or []) +
             f'<table class="experiment-seeds"><thead><tr><th>seed</th><th>{_e(e["metric"])}</th></tr></thead>'
             f"<tbody>{seeds}</tbody></table>"
             '<table class="experiment-runs"><thead><tr><th>run</th><th>scale</th><th>effect</th>'
             f'<th>t interval</th><th>outcome</th><th title="a control of the mechanism\'s outcome, predicted in its '
             f'test before it ran">predicted</th></tr></thead><tbody>{runs}</tbody></table></div>\n')
+
+
+def _larger(rows: list[dict]) -> str:
+    """The experiment at its scales beyond CI, beside the CI decision: read from stored artefacts, never run here."""
+    if not rows:
+        return ""
+    items = "".join(f'<li class="larger-{_e(r["state"])}">{_e(larger_text(r))}</li>' for r in rows)
+    return f'<p><b>At larger scales</b> (stored runs; the verdict rests on the registered scale):</p><ul>{items}</ul>'
 
 
 def _predicted(r: dict) -> str:

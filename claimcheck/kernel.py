@@ -90,24 +90,31 @@ class Tier:
     n_q < n_k and n_q > n_k, 16-wide tiles, large logits, the caller's scale, padding under causal),
     ``kernel-scale`` (64-wide tiles, decode, 1025 keys, one key, a batch of 3, head dims 128 and 256),
     ``sweep`` (every length of :data:`SWEEP_LENGTHS`, n_q = n_k, and every head dim of :data:`SWEEP_HEAD_DIMS`).
-    ``compiled_dtypes``: the dtypes a backend that compiles one graph per dtype and shape (FlexAttention
-    on CPU, ~6 s a graph) is checked in by the property suite at this tier (None: every dtype).
+    ``slow``: for a backend whose CPU path is slow, the dtypes the property suite checks it in at this tier
+    (FlexAttention compiles a graph per dtype, mask structure and shape, about 50 s for float32 in a fresh
+    cache; Triton runs in its interpreter, about 3 s a case); a backend not named is checked in every dtype.
+    ``claims kernel`` checks every dtype at every tier.
     """
 
     name: str
     groups: tuple[str, ...]
     examples: int  # drawn problems per case (``claims kernel``'s default; the property suite uses its profile's)
-    compiled_dtypes: tuple[str, ...] | None
+    slow: tuple[tuple[str, tuple[str, ...]], ...]  # (backend, dtypes) pairs
     doc: str
+
+    def dtypes_for(self, backend: str) -> tuple[str, ...] | None:
+        """The dtypes the property suite checks ``backend`` in at this tier (None: every dtype)."""
+        return dict(self.slow).get(backend)
 
 
 TIERS = {t.name: t for t in (
-    Tier("smoke", ("base",), 2, ("float32",), "small shapes with every feature of the contract; compiled "
-         "backends in float32 only (the default of pytest properties/)"),
-    Tier("ci", ("base", "kernel-scale"), 10, None, "smoke plus kernel-scale shapes: 64-wide tiles, decode, "
+    Tier("smoke", ("base",), 2, (("flex", ()), ("triton", ("float32",))), "small shapes with every feature of "
+         "the contract; the property suite leaves FlexAttention's CPU compiles to the ci tier and checks Triton's "
+         "interpreter in float32 only (the default of pytest properties/)"),
+    Tier("ci", ("base", "kernel-scale"), 10, (), "smoke plus kernel-scale shapes: 64-wide tiles, decode, "
          f"{LONG_KEYS} keys, one key, a batch of 3, head dims {' and '.join(map(str, WIDE_HEADS))}, in every dtype (the default of "
          "claims kernel, and the kernel part of make test)"),
-    Tier("full", ("base", "kernel-scale", "sweep"), 40, None, "ci plus lengths "
+    Tier("full", ("base", "kernel-scale", "sweep"), 40, (), "ci plus lengths "
          f"{', '.join(map(str, SWEEP_LENGTHS))} and head dims {', '.join(map(str, SWEEP_HEAD_DIMS))}"),
 )}
 DEFAULT_TIER = "ci"

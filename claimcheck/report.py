@@ -208,7 +208,36 @@ def experiment_summary(c: Claim, outcomes: list[dict]) -> dict[str, Any] | None:
     return {"name": e.name, "prediction": " ".join(e.prediction.split()), "metric": e.metric,
             "comparison": e.comparison, "threshold": e.threshold, "scale": dict(e.scale),
             "registered": e.registered, "registration": registration_sentence(e.registered),
-            "uninformative": e.uninformative, "measured": measured, "controls": controls, "text": text}
+            "uninformative": e.uninformative, "measured": measured, "controls": controls, "text": text,
+            "larger": larger_scales(e.name, e.uninformative)}
+
+
+def larger_scales(name: str, uninformative: str | None = None) -> list[dict[str, Any]]:
+    """Experiment ``name`` at its scales beyond CI, read from their stored artefacts (``experiments/larger.py``;
+    the report never trains at them): each decided as the CI scale is, or stale, or missing."""
+    try:
+        from experiments.larger import stored
+    except Exception as exc:  # noqa: BLE001 - torch or the experiments package missing: say so, do not fail
+        return [{"scale_name": "-", "scale_text": "-", "state": "unavailable", "stale": [],
+                 "why": f"{type(exc).__name__}: {exc}"}]
+    return [s.to_json(uninformative) for s in stored(name)]
+
+
+def larger_text(row: dict[str, Any]) -> str:
+    """One larger scale in words: ``small (2 layers, ...): confirmed, effect 1.3, 95% t interval [...]``."""
+    head = f"{row['scale_name']} ({row['scale_text']})"
+    if row["state"] == "current":
+        seen = f" (the interval is {row['side']})" if row.get("uninformative") and row.get("side") else ""
+        made = (row.get("artefact") or {})
+        return (f"{head}: {row.get('outcome')}{seen}, effect {_num(row.get('effect'))}, "
+                f"{row.get('interval_text')} over {len(row.get('seeds') or [])} seeds (artefact {made.get('path')}, "
+                f"made {made.get('created')} at {str(made.get('commit') or '?')[:10]})")
+    if row["state"] == "stale":
+        made = ", ".join(f"{a['path']} at {str(a.get('commit') or '?')[:10]}" for a in row["stale"])
+        return f"{head}: stale, the stored result is of other code ({made}); run `tools/run_scale.py {row['scale_name']}`"
+    if row["state"] == "unavailable":
+        return f"larger scales unavailable: {row.get('why')}"
+    return f"{head}: not run (`tools/run_scale.py {row['scale_name']}` runs it once and stores it)"
 
 
 def control_prediction(k: dict) -> str:
@@ -551,6 +580,8 @@ def _markdown_experiment(e: dict | None) -> list[str]:
         values = ", ".join(_num(v) for v in m.get("values") or [])
         out.append(f"  - **{m['outcome']}**: {e['text']}; per seed ({', '.join(map(str, m.get('seeds') or []))}): "
                    f"{values}")
+    for row in e.get("larger") or []:
+        out.append(f"  - at a larger scale, {larger_text(row)}")
     for k in e["controls"]:
         kind = "superseded experiment" if k.get("superseded") else "control"
         out.append(f"  - {kind} `{k['test'].split('::')[-1]}` ({k.get('scale_text')}): {k.get('outcome')}, "

@@ -76,6 +76,21 @@ class Stored:
     result: Result | None
     stale: tuple[dict[str, Any], ...]
 
+    def to_json(self, uninformative: str | None = None) -> dict[str, Any]:
+        """The report's row of this scale: its state, and for a current artefact the decision (corrected for
+        its family, as at the CI scale; ``uninformative`` is the registration's reason, if any)."""
+        from experiments.analysis import decide
+
+        row = {"scale_name": self.scale_name, "scale_text": self.scale.describe(), "state": self.state,
+               "stale": list(self.stale)}
+        if self.result is not None:
+            found = find(self.result.name)
+            assert found is not None  # stored() found it
+            decided = decide(found[1], self.result, uninformative=uninformative).to_json()
+            row.update({k: v for k, v in decided.items() if k not in ("per_seed", "curves")})  # the page's budget
+            row["state"] = self.state  # the decision's own fields never hide the artefact's state
+        return row
+
 
 def _artefact(path: Path, name: str, scale: Scale) -> dict[str, Any] | None:
     """The artefact at ``path`` if it is one of experiment ``name`` at ``scale``, else None."""

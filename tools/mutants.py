@@ -54,6 +54,10 @@ class Equivalent:
     reason: str
 
 
+# FlexAttention's cells run at the ci tier only (the smoke tier leaves its CPU compiles out): in float32
+FLEX_TESTS = ("properties/test_backends.py", "--kernel-tier=ci", "-k", "flex and float32")
+
+
 def _m(name, file, old, new, description, nth=0, tests=()):
     return Mutant(name, f"impl/{file}", old, new, description, nth, tuple(tests))
 
@@ -129,17 +133,19 @@ MUTANTS = [
     _m("sdpa-padding-dropped-under-causal", "backends.py", '    if features == {"causal-top-left"}:\n        return None, True',
        '    if "causal-top-left" in features:\n        return None, True', "SDPA's top-left causal mask drops the key padding"),
     _m("flex-padding-dropped-under-causal", "backends.py", "allowed = (keep[bi, ki] & (~causal | (ki <= qi + offset))",
-       "allowed = (torch.where(causal, ki <= qi + offset, keep[bi, ki])", "FlexAttention's causal mask drops the key padding"),
+       "allowed = (torch.where(causal, ki <= qi + offset, keep[bi, ki])", "FlexAttention's causal mask drops the key padding",
+       tests=FLEX_TESTS),
     _m("flex-sink-dropped-under-causal", "backends.py", "return allowed | (ki == sink_key) if sinks else allowed",
-       "return allowed", "FlexAttention's causal mask hides the sink key"),
+       "return allowed", "FlexAttention's causal mask hides the sink key", tests=FLEX_TESTS),
     _m("flex-window-left-bound-dropped", "backends.py", "& (ki >= centre - left_t)", "",
-       "FlexAttention's sliding window without its left bound"),
+       "FlexAttention's sliding window without its left bound", tests=FLEX_TESTS),
     _m("tiled-softcap-without-its-derivative", "tiled_attention.py", "ds = ds * (1 - capped * capped)", "ds = ds",
        "the tiled backward leaves out the softcap's 1 - tanh^2"),
     _m("tiled-sink-ignored", "tiled_attention.py", "l_i = alpha * l_i + torch.exp(sink - m_new)", "l_i = alpha * l_i",
        "the tiled forward leaves the sink out of the row sum"),
     _m("flex-offset-sign", "backends.py", 'offset = torch.tensor(n_k - n_q if mask.causal == "bottom-right" else 0',
-       'offset = torch.tensor(n_q - n_k if mask.causal == "bottom-right" else 0', "FlexAttention's bottom-right offset sign"),
+       'offset = torch.tensor(n_q - n_k if mask.causal == "bottom-right" else 0', "FlexAttention's bottom-right offset sign",
+       tests=FLEX_TESTS),
     _m("softmax-logsumexp-unshifted", "softmax.py",
        "return (m + torch.log(torch.exp(x - m).sum(dim=dim, keepdim=True))).squeeze(dim)",
        "return torch.log(torch.exp(x).sum(dim=dim, keepdim=True)).squeeze(dim)", "logsumexp without the max shift"),
