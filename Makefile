@@ -24,9 +24,11 @@ import torch, torch._dynamo, torch._inductor.compile_fx, torch.nn.attention.flex
 import claimcheck.plugin, claimcheck.kernel, claimcheck.report, impl.backends, impl.triton_attention
 endef
 export WARM_IMPORTS
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile tools/oracles.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile "$(TORCH)" -e ".[triton,bench]"
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile "$(TORCH)" -e ".[triton,bench,oracle]"
+	$(BIN)/python -m pip download -q --disable-pip-version-check --no-deps --require-hashes -r tools/oracles.txt \
+	  -d $(VENV)/oracles
 	$(BIN)/python -c "$$WARM_IMPORTS"
 	touch $(STAMP)
 

@@ -67,6 +67,7 @@ def _c(name, file, old, new, description, tests):
     return Mutant(name, f"claimcheck/{file}", old, new, description, 0, tuple(tests))
 
 
+THIRD_PARTY = "tests/test_kernel_oracle_third_party.py"
 MUTANTS = [
     # our Triton kernel (impl/triton_attention.py): the two survivors of issue 13 first
     _m("triton-forward-gqa-modulo", "triton_attention.py",
@@ -167,6 +168,19 @@ MUTANTS = [
     _m("reference-softcap-unscaled", "attention.py", "s = mask.softcap * torch.tanh(s / mask.softcap)",
        "s = mask.softcap * torch.tanh(s)", "the reference's softcap without 1/c inside tanh",
        tests=("tests/test_kernel_oracle.py",)),
+    # ... and by code written and used elsewhere: flash-attn's attention_ref and attn-gym's mods
+    # (tests/test_kernel_oracle_third_party.py)
+    _m("reference-window-right-strict", "attention.py", "allowed &= cols[None, :] <= centre + right",
+       "allowed &= cols[None, :] < centre + right", "the reference's window excludes its right edge",
+       tests=(THIRD_PARTY,)),
+    _m("reference-sink-negated", "attention.py", "sink = mask.sink.to(s.device, s.dtype)",
+       "sink = -mask.sink.to(s.device, s.dtype)", "the reference's sink logit with the wrong sign", tests=(THIRD_PARTY,)),
+    _m("reference-dropout-unscaled", "attention.py", "weights * dropout_keep(weights.shape, p, seed, weights.device) / (1 - p)",
+       "weights * dropout_keep(weights.shape, p, seed, weights.device)", "the reference's dropout without 1/(1 - p)",
+       tests=(THIRD_PARTY,)),
+    _c("varlen-reference-unaligned", "kernel_features.py", "outs = [attention(q[a:b].transpose(0, 1), k[c:d].transpose(0, 1)",
+       "outs = [attention(q[a:b].transpose(0, 1), k[a:a + d - c].transpose(0, 1)",
+       "the packed reference reads each sequence's keys from the queries' offsets", (THIRD_PARTY,)),
     # the checking machinery: the error-ratio rule (tests/test_kernel_matrix.py) and the control mechanism
     _c("rule-mean-error", "kernel.py", "return (x.double() - reference.double()).abs().max().item() if x.numel() else 0.0",
        "return (x.double() - reference.double()).abs().mean().item() if x.numel() else 0.0",
@@ -276,7 +290,11 @@ def run(mutant: Mutant, tests: list[str], workers: str, timeout: float) -> tuple
             apply(mutant, copy)
         except LookupError as exc:
             return "stale", 0.0, str(exc)
-        env = {**os.environ, "CI": "true", "PYTHONPATH": str(copy), "CLAIMS_PROFILE": "ci"}
+        # the copy has no .venv: the third-party oracles' wheels are read from this checkout's, and a missing one
+        # fails the oracle tests instead of skipping them (a skip would let a mutant of the reference survive)
+        env = {**os.environ, "CI": "true", "PYTHONPATH": str(copy), "CLAIMS_PROFILE": "ci",
+               "CLAIMS_ORACLES": os.environ.get("CLAIMS_ORACLES", str(ROOT / ".venv" / "oracles")),
+               "CLAIMS_REQUIRE_ORACLES": "1"}
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests,
                "--claims-results", str(copy / "results.json")]
         if workers != "0":
