@@ -68,7 +68,8 @@ LARGE_LOGIT = 110.0  # largest score of the large-logit problem: exp(110) overfl
 # only a kernel that subtracts the row's own max (from -inf, not from 0) gets its weights
 NEGATIVE_LOGIT = -110.0
 TILE = 16  # the smallest tile of the fused kernels here; fixed lengths (17, 33, 9, 13) miss its multiples
-WIDE_TILE = 64  # the key tile of most fused kernels' forward: tiles-64 and decode cross it (71 and 130 keys)
+WIDE_TILE = 64  # the key tile of most fused kernels' forward: tiles-128 and decode cross it (131 and 130 keys)
+ROW_TILE = 128  # the query (row) tile of most fused kernels: tiles-128's 137 and 131 queries cross it
 SCALE = 0.3  # the caller's scale of the scale problem: neither 1/sqrt(d) nor 1/d for any integer d
 FULLY_MASKED = "fully-masked"  # the mask kind of the fully-masked-rows case
 DROPOUT = "dropout"  # the mask kind of the dropout case (claimcheck.kernel_dropout), one a declared dtype
@@ -77,6 +78,10 @@ FEATURE_KINDS = ("lse", "varlen", "kvcache")
 CASE_KINDS = (*MASK_KINDS, *FEATURE_KINDS)  # every case of the matrix but the fully-masked one
 FULLY_MASKED_CONVENTIONS = ("nan", "zero")  # what a row with no allowed key may give (check_fully_masked)
 LONG_KEYS = 1025  # past 1024: a 16-bit accumulator of the row sum or of P V loses digits there
+# 128 tiles of 64 keys: a running state (row sum, P V) kept in 16 bits between tiles gains an ulp of rounding a tile,
+# which shows against the rule's floor of 2 ulps of the result only over this many tiles (at 1025 keys it is 2 ulps)
+VERY_LONG_KEYS = 8193
+V_OFFSET = 1.0  # keys-8193's values have mean 1, as real values do: its output is O(1), not O(1/sqrt(n)) from cancelling
 WIDE_HEADS = (128, 256)  # the head dims of the ci tier: kernels specialise at 64, 128 and 256
 SWEEP_LENGTHS = (63, 64, 65, 127, 128, 129, 191, 257, 1023, 1025)  # full tier: both sides of 64- and 128-wide tiles
 SWEEP_HEAD_DIMS = (32, 59, 64, 96, 111, 128, 192, 256)  # full tier: kernel specialisations and odd ones
@@ -127,7 +132,7 @@ def dtype_name(dtype: torch.dtype) -> str:
 # ---- problems ---------------------------------------------------------------------------------------
 
 
-_OPTIONAL = ("max_logit", "scale", "causal", "strides")  # ProblemSpec fields printed only when set
+_OPTIONAL = ("max_logit", "scale", "causal", "strides", "v_offset", "bias")  # ProblemSpec fields printed only when set
 _TEXT = ("causal", "strides")  # ProblemSpec fields that are words, not numbers
 
 
@@ -140,7 +145,9 @@ class ProblemSpec:
     (q and k get a shared last coordinate, k's 1 and q's -shift / scale), so that every score is at most it. ``scale`` is the softmax scale passed
     to the kernel (None: its default 1/sqrt(d_k)); ``causal`` an alignment combined with the
     mask of a kind in :data:`CAUSAL_JOINS` (key padding, a sink, a softcap, ALiBi); ``strides`` lays q, k, v out as non-contiguous views
-    (:func:`claimcheck.conventions.strided_views`: ``bshd`` or ``packed``).
+    (:func:`claimcheck.conventions.strided_views`: ``bshd`` or ``packed``); ``v_offset`` is added to every value
+    (a common mean: the output no longer cancels); ``bias``, the standard deviation of a finite additive bias
+    (B, H_q, n_q, n_k) given with a softcap (which bends the scaled scores before any bias is added).
     """
 
     mask: str = "none"
@@ -157,8 +164,12 @@ class ProblemSpec:
     scale: float | None = None
     causal: str | None = None
     strides: str | None = None
+    v_offset: float | None = None
+    bias: float | None = None
 
     def __post_init__(self) -> None:
+        if self.bias is not None and self.mask != "softcap":
+            raise ValueError(f"bias={self.bias} (a finite additive bias) combines with the softcap mask only, not {self.mask}")
         if self.strides not in (None, *conventions.STRIDES):
             raise ValueError(f"strides={self.strides!r}: expected one of {', '.join(conventions.STRIDES)}")
         if self.causal not in (None, *ALIGNMENTS):
@@ -257,7 +268,11 @@ def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Genera
         bias = torch.randn((b, h_q, n_q, n_k), generator=gen, dtype=torch.float64)
         hidden = torch.rand((b, h_q, n_q, n_k), generator=gen) < 0.2
         hidden[..., 0] = False  # every row keeps a finite entry
-        return Mask(bias=bias.masked_fill(hidden, -math.inf))
+        bias = bias.masked_fill(hidden, -math.inf)
+        # the contract broadcasts the bias to (B, H_q, n_q, n_k): also give it as (H_q, n_q, n_k) and (n_q, n_k), whose
+        # leading axis a kernel could misread (a 3-D bias read as (B, n_q, n_k))
+        rank = int(torch.randint(2, 5, (1,), generator=gen))
+        return Mask(bias=bias[(0,) * (4 - rank)])
     if kind == "window":
         # right >= n_q - n_k keeps a key in the first row (i = 0: i + o + right >= 0), so in every row
         left = int(torch.randint(0, n_k, (1,), generator=gen))
@@ -283,6 +298,11 @@ def make_problem(spec: ProblemSpec, label: str = "drawn") -> AttentionProblem:
     k = torch.randn((s.B, s.H_kv, s.n_k, s.d_k), generator=gen, dtype=torch.float64)
     v = torch.randn((s.B, s.H_kv, s.n_k, s.d_v), generator=gen, dtype=torch.float64)
     mask = make_mask(s.mask, s.B, s.H_q, s.n_q, s.n_k, gen, s.causal)
+    if s.v_offset is not None:
+        v = v + s.v_offset
+    if s.bias is not None:
+        mask = dataclasses.replace(mask, bias=s.bias * torch.randn((s.B, s.H_q, s.n_q, s.n_k), generator=gen,
+                                                                 dtype=torch.float64))
     if s.max_logit is not None and s.max_logit < 0:  # shift every score: the largest allowed one is max_logit
         q[..., -1], k[..., -1] = 0.0, 1.0
         sc = scores(q, k, s.scale, _finite_mask(mask))
@@ -317,7 +337,8 @@ def fixed_problems(backend: Backend, mask_kind: str, device: str | None = None,
     """
     return list(_fixed_problems(backend.head_dims, backend.equal_head_dims, backend.gqa, mask_kind,
                                 backend.head_dim_multiple, backend.scale, _padded_alignments(backend, mask_kind, device),
-                                get_tier(tier).groups, conventions.of(backend.fn).strided)[0])
+                                get_tier(tier).groups, conventions.of(backend.fn).strided,
+                                _bias_joins(backend, mask_kind, device))[0])
 
 
 def undeclared_problems(backend: Backend, tier: str = DEFAULT_TIER) -> list[tuple[str, str]]:
@@ -344,6 +365,13 @@ def _padded_alignments(backend: Backend, mask_kind: str, device: str | None = No
     return tuple(a for a in ALIGNMENTS if f"causal-{a}" in masks)
 
 
+def _bias_joins(backend: Backend, mask_kind: str, device: str | None = None) -> bool:
+    """Whether the softcap case also gets a finite additive bias: when ``backend`` declares both."""
+    if mask_kind != "softcap" or not backend.devices:
+        return False
+    return "additive" in (backend.devices.get(device) or next(iter(backend.devices.values()))).masks
+
+
 def _round_up(d: int, multiple: int) -> int:
     return -(-d // multiple) * multiple
 
@@ -351,18 +379,23 @@ def _round_up(d: int, multiple: int) -> int:
 # the non-contiguous fixed problems, by label: how q, k, v are laid out (claimcheck.conventions.strided_views)
 STRIDED = {"non-contiguous": "bshd", "packed-qkv": "packed"}
 
+# the fixed problems with more than a shape: values with a common mean, a finite bias under the softcap
+_EXTRAS = {f"keys-{VERY_LONG_KEYS}": {"v_offset": V_OFFSET}, "softcap+bias": {"bias": 1.0}}
+
 # one seed per fixed problem, by label: a problem is the same tensors in every tier
 _FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
-    ("gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3", "tiles-64", "decode", "padding+top-left", "padding+bottom-right",
+    ("gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3", "tiles-128", "decode", "padding+top-left", "padding+bottom-right",
      f"keys-{LONG_KEYS}", *(f"head-{w}" for w in sorted({*WIDE_HEADS, *SWEEP_HEAD_DIMS})),
      *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65", "one-key", "batch-3", *STRIDED,
-     *(f"{kind}+{a}" for kind in CAUSAL_JOINS[1:] for a in ALIGNMENTS), "negative-logits"))}
+     *(f"{kind}+{a}" for kind in CAUSAL_JOINS[1:] for a in ALIGNMENTS), "negative-logits", "scale-0",
+     f"keys-{VERY_LONG_KEYS}", "softcap+bias"))}
 
 
 @functools.lru_cache(maxsize=None)
 def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool, mask_kind: str, multiple: int = 1,
                     takes_scale: bool = True, padded_alignments: tuple[str, ...] = (), groups: tuple[str, ...] = ("base",),
-                    strided: bool = True) -> tuple[tuple[AttentionProblem, ...], tuple[tuple[str, str], ...]]:
+                    strided: bool = True, bias_join: bool = False
+                    ) -> tuple[tuple[AttentionProblem, ...], tuple[tuple[str, str], ...]]:
     """``(problems, undeclared)``: the problems every case of ``backend`` sees in a tier of ``groups``
     (labels name them in verdicts), and ``(label, why)`` of those outside the declared head dims.
 
@@ -373,19 +406,24 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     instead: the fully-masked case covers those rows); ``large-logits``: 2 over 1, n_q = n_k = 19,
     q rescaled so the largest allowed score is 110; ``negative-logits``: the same shape with every score
     shifted to at most -110 (every exp(s) underflows float32 unless the row max is subtracted); ``scale-0.3``: 2 over 1, 7 x 11, the caller's
-    scale 0.3 (left out when the kernel declares no ``scale`` argument). In the key-padding case,
+    scale 0.3 and ``scale-0``: the same with the caller's scale 0 (uniform weights; ``scale or 1/sqrt(d)`` takes it
+    for the default), both left out when the kernel declares no ``scale`` argument. In the key-padding case,
     ``padding+top-left`` and ``padding+bottom-right`` (the shape of ``gqa-4/2``) add each declared
     causal alignment to the padding; in the sink, softcap and ALiBi cases ``sink+top-left`` and so on add it to
-    the feature. ``non-contiguous``: B = 2, 4 over 2 heads, 9 x 20, q, k, v transposed
+    the feature, and ``softcap+bias`` (when additive biases are declared too) adds a finite bias of standard deviation
+    1 that must come after the cap. ``non-contiguous``: B = 2, 4 over 2 heads, 9 x 20, q, k, v transposed
     views of (B, n, H, d) storage; ``packed-qkv``: 2 heads, 13 x 13, q, k, v views of one (B, n, 3, H, d)
     tensor (both with the last dim contiguous; listed as undeclared for a kernel declared contiguous only).
 
-    Group ``kernel-scale``: ``tiles-64``: one head, n_q = 77 > n_k = 71 (71 > 77 for bottom-right
-    causal), keys and queries across a 64-wide tile; ``decode``: one head, one query against 130 keys
-    (across 64- and 128-wide tiles); ``keys-1025``: 2 over 1 heads, 3 queries against 1025 keys (65
-    tiles of 16, 9 of 128: a 16-bit accumulator loses digits); ``one-key``: 5 queries (1 under
-    bottom-right causal) and a single key (the softmax is 1, dK is 0); ``batch-3``: B = 3 sequences of
-    distinct contents, 4 over 2 heads, 13 x 21 (batch and head strides); ``head-128`` (n_q = 33, n_k = 65) and
+    Group ``kernel-scale``: ``tiles-128``: one head, n_q = 137 > n_k = 131 (131 > 137 for bottom-right
+    causal), keys across 64- and 128-wide tiles and queries across a 128-row one (a causal mask or a backward loop
+    that uses a row's index within its tile, or drops the partial last row tile, shows only there); ``decode``: one
+    head, one query against 130 keys (across 64- and 128-wide tiles); ``keys-1025``: 2 over 1 heads, 3 queries
+    against 1025 keys (65 tiles of 16, 9 of 128: a 16-bit accumulator loses digits); ``keys-8193``: the same against
+    8193 keys whose values have mean 1 (a running row sum or P V kept in 16 bits between 64-wide tiles loses an ulp a
+    tile: 128 tiles); ``one-key``: 5 queries (1 under bottom-right causal) and a single key (the softmax is 1, dK is
+    0); ``batch-3``: B = 3 sequences of distinct contents, 6 over 2 heads (a group of 3: a head mapping that shifts
+    by log2 of the group is right for 1, 2, 4 and 8 only), 13 x 21 (batch and head strides); ``head-128`` (n_q = 33, n_k = 65) and
     ``head-256`` (17 x 33): one head of that width, d_v = d_k (kernels specialise their tiles there).
 
     Group ``sweep``: ``len-L`` for every L of :data:`SWEEP_LENGTHS` (one head, n_q = n_k = L), ``len-65x129``
@@ -394,7 +432,7 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
 
     Without GQA support, H_kv = H_q. The lengths of ``base`` miss every multiple of 16; the keys of
     ``gqa-4/2`` and ``large-logits`` span two 16-wide tiles (an online softmax must rescale), those of
-    ``tiles-64`` and ``decode`` a 64-wide one (two and three tiles). Head dimensions: 16 (or the
+    ``tiles-128`` and ``decode`` 64- and 128-wide ones (three and two 64-wide tiles). Head dimensions: 16 (or the
     smallest declared), and d_v = d_k + 8 unless d_v must equal d_k; both rounded up to the declared
     alignment. A wide or swept head dim outside the declared range or off the alignment is not rounded
     (the point is that width): it is listed in ``undeclared`` instead.
@@ -405,7 +443,7 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     d_v = d if equal_head_dims or d + step > hi else d + step
     bottom_right = mask_kind == "causal-bottom-right"
     n_q, n_k = (5, 9) if bottom_right else (9, 5)
-    long_q, long_k = (71, 77) if bottom_right else (77, 71)
+    long_q, long_k = (131, 137) if bottom_right else (137, 131)
     # label, B, H_q, H_kv, n_q, n_k, d_k, d_v, max logit, scale, causal (with the padding)
     shapes = []
     if "base" in groups:
@@ -413,17 +451,21 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
                    ("gqa-8/2", 1, 8, 2, n_q, n_k, d, d_v, None, None, None),
                    ("large-logits", 1, 2, 1, 19, 19, d, d, LARGE_LOGIT, None, None),
                    ("negative-logits", 1, 2, 1, 19, 19, d, d, NEGATIVE_LOGIT, None, None),
-                   ("scale-0.3", 1, 2, 1, 7, 11, d, d_v, None, SCALE, None)]
+                   ("scale-0.3", 1, 2, 1, 7, 11, d, d_v, None, SCALE, None),
+                   ("scale-0", 1, 2, 1, 7, 11, d, d_v, None, 0.0, None)]
         joined = "padding" if mask_kind == "key-padding" else mask_kind
         shapes += [(f"{joined}+{a}", 1, 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]
+        if bias_join:
+            shapes.append(("softcap+bias", 1, 4, 2, 9, 20, d, d, None, None, None))
         shapes += [("non-contiguous", 2, 4, 2, 9, 20, d, d_v, None, None, None),
                    ("packed-qkv", 1, 2, 2, 13, 13, d, d, None, None, None)]
     if "kernel-scale" in groups:
-        shapes += [("tiles-64", 1, 1, 1, long_q, long_k, d, d, None, None, None),
+        shapes += [("tiles-128", 1, 1, 1, long_q, long_k, d, d, None, None, None),
                    ("decode", 1, 1, 1, 1, 130, d, d_v, None, None, None),
                    (f"keys-{LONG_KEYS}", 1, 2, 1, 3, LONG_KEYS, d, d_v, None, None, None),
+                   (f"keys-{VERY_LONG_KEYS}", 1, 2, 1, 3, VERY_LONG_KEYS, d, d_v, None, None, None),
                    ("one-key", 1, 2, 1, 1 if bottom_right else 5, 1, d, d_v, None, None, None),
-                   ("batch-3", 3, 4, 2, 13, 21, d, d_v, None, None, None)]
+                   ("batch-3", 3, 6, 2, 13, 21, d, d_v, None, None, None)]
         shapes += [(f"head-{w}", 1, 1, 1, 33 if w == 128 else 17, 65 if w == 128 else 33, w, w, None, None, None)
                    for w in WIDE_HEADS]
     if "sweep" in groups:
@@ -445,7 +487,8 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
                                       + (f" in steps of {multiple}" if multiple > 1 else "")))
             continue
         spec = ProblemSpec(mask_kind, b, h_q, h_kv if gqa else h_q, nq, nk, dk, dv, seed=_FIXED_SEEDS[label],
-                           max_logit=big, scale=scale, causal=causal, strides=STRIDED.get(label))
+                           max_logit=big, scale=scale, causal=causal, strides=STRIDED.get(label),
+                           **_EXTRAS.get(label, {}))
         problems.append(make_problem(spec, label=label))
     return tuple(problems), tuple(undeclared)
 
@@ -567,8 +610,10 @@ def within_reference_error(actual: torch.Tensor, oracle64: torch.Tensor, naive: 
     if scale is None:
         scale = max(oracle64.abs().max().item(), 1.0) if oracle64.numel() else 1.0
     floor = floor_ulps * EPS[actual.dtype] * scale + extra_floor
-    # the ratio to the naive error, which cannot beat half an ulp of the terms' size (storing them)
-    ratio = err / max(ref_err, 0.5 * EPS[actual.dtype] * scale)
+    # the ratio to the naive error, which cannot beat half an ulp of the terms' size (storing them); terms of size 0
+    # (dQ and dK under the caller's scale 0 are exactly 0) leave only an exact answer at ratio 0
+    unit = max(ref_err, 0.5 * EPS[actual.dtype] * scale)
+    ratio = err / unit if unit > 0 else (0.0 if err == 0 else math.inf)
     ok = err <= c * ref_err + floor  # False for NaN
     return Check(part, err, ref_err, floor, c, ratio if ratio == ratio else math.inf, ok,
                  "" if ok else f"{part}: error {err:.3g} exceeds {c:g} x the naive same-precision error "
@@ -623,14 +668,17 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
         checks.append(Check("inputs", math.inf, 0.0, 0.0, 0.0, math.inf, False,
                             f"inputs: the kernel wrote into {', '.join(changed)} (they must be left unmodified)"))
     elif deterministic and isinstance(actual[0], torch.Tensor):
-        with torch.no_grad():
-            again = fn(q, k, v, s, mask)
-        comparable = isinstance(again, torch.Tensor) and again.shape == actual[0].shape
-        if not (comparable and torch.equal(torch.nan_to_num(again.detach()), torch.nan_to_num(actual[0]))):
-            differ = (again.detach() != actual[0]).sum().item() if comparable else "all"
-            checks.append(Check("determinism", math.inf, 0.0, 0.0, 0.0, math.inf, False,
-                                f"determinism: a second call on the same inputs differs in {differ} of "
-                                f"{actual[0].numel()} outputs (the kernel declares bitwise-equal outputs)"))
+        # the backward too: an atomic-add dQ (or a split-KV reduction) can vary from call to call with a forward that
+        # does not
+        again = _outputs(fn, q, k, v, mask, d_out, backward, s)
+        for part, first, second in zip(("out", "dq", "dk", "dv"), actual, again):
+            comparable = isinstance(second, torch.Tensor) and second.shape == first.shape
+            if not (comparable and torch.equal(torch.nan_to_num(second), torch.nan_to_num(first))):
+                differ = (second != first).sum().item() if comparable else "all"
+                checks.append(Check("determinism", math.inf, 0.0, 0.0, 0.0, math.inf, False,
+                                    f"determinism: a second call on the same inputs differs in {differ} of "
+                                    f"{first.numel()} values of {part} (the kernel declares bitwise-equal outputs)"))
+                break
     return checks
 
 
@@ -974,7 +1022,7 @@ def _refusal(backend: Backend, result: CaseResult, problem: AttentionProblem, ba
     if backend.declines is None or not isinstance(problem, AttentionProblem):  # packed or cached: not asked
         return None
     q, k, v, mask = problem.cast(result.case.dtype, result.case.device)
-    reason = declines(backend, q, k, v, mask, backward)
+    reason = declines(backend, q, k, v, mask, backward, problem.scale)
     if reason:
         result.declined.append((f"{problem.label} {problem.shape}", reason))
     return reason

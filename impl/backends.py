@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import inspect
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -154,12 +155,26 @@ _SDPA_ELIGIBLE = {"FLASH_ATTENTION": "can_use_flash_attention", "EFFICIENT_ATTEN
 def _sdpa_declines(kernel_name: str) -> Callable[..., str | None]:
     """SDPA's own eligibility test for one CUDA problem (``torch.backends.cuda.can_use_*``), with the
     reasons torch gives; its rules (sequence lengths of a causal mask, alignment of head dimensions,
-    grouped-query support, GPU generation) vary with the torch build and the GPU. On CPU: None."""
+    grouped-query support, GPU generation) vary with the torch build and the GPU. On CPU: the flash kernel's NaN for
+    scale 0 under is_causal (:func:`cpu_flash_scale_zero`)."""
 
-    def declines(q, k, v, mask, backward: bool = False) -> str | None:
-        return sdpa_refusal(kernel_name, q, k, v, mask, backward) if q.device.type == "cuda" else None
+    def declines(q, k, v, mask, backward: bool = False, scale: float | None = None) -> str | None:
+        if q.device.type == "cuda":
+            return sdpa_refusal(kernel_name, q, k, v, mask, backward)
+        return cpu_flash_scale_zero(q, mask, scale) if kernel_name == "FLASH_ATTENTION" else None
 
     return declines
+
+
+def cpu_flash_scale_zero(q, mask, scale: float | None) -> str | None:
+    """torch's CPU flash kernel returns NaN for the caller's scale 0 under ``is_causal`` (torch 2.13: the hidden
+    scores, -inf, are multiplied by the scale, and -inf x 0 is NaN; ``tests/test_backends_registry.py`` pins it, so
+    that a torch that mends it fails that test and this refusal goes). SDPA takes ``is_causal`` for a top-left causal
+    mask alone (:func:`_sdpa_mask`)."""
+    top_left_alone = mask is not None and mask.features - RANDOM_FEATURES == {"causal-top-left"}
+    if scale == 0 and top_left_alone and q.device.type == "cpu":
+        return "torch's CPU flash kernel gives NaN for scale 0 under is_causal (-inf x 0)"
+    return None
 
 
 def sdpa_refusal(kernel_name: str, q, k, v, mask, backward: bool = False) -> str | None:
@@ -414,6 +429,10 @@ def supports(backend: Backend, device: str, mask_features: frozenset = frozenset
 
 
 def declines(backend: Backend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask | None,
-             backward: bool = False) -> str | None:
-    """Why ``backend``'s own library would refuse this problem (its finer rules), or None."""
-    return backend.declines(q, k, v, mask, backward) if backend.declines is not None else None
+             backward: bool = False, scale: float | None = None) -> str | None:
+    """Why ``backend``'s own library would refuse this problem (its finer rules), or None; ``scale`` (the caller's)
+    goes to a ``declines`` that names a ``scale`` parameter."""
+    if backend.declines is None:
+        return None
+    takes_scale = "scale" in inspect.signature(backend.declines).parameters
+    return backend.declines(q, k, v, mask, backward, **({"scale": scale} if takes_scale else {}))

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from impl.attention import Mask, default_scale, mask_bias
+from impl.backends import cpu_flash_scale_zero
 
 # ---- torch -----------------------------------------------------------------------------------------
 
@@ -73,6 +74,9 @@ _SDPA = {"dtypes": ["float32", "float16", "bfloat16"], "backward": True, "fully_
 for _fn in (sdpa, sdpa_math, sdpa_flash):
     _fn.claims_capabilities = dict(_SDPA)
 sdpa_flash.claims_capabilities["equal_head_dims"] = True  # the flash kernel needs d_v = d_k
+for _fn in (sdpa, sdpa_flash):  # torch dispatches a CPU problem with is_causal to the flash kernel
+    _fn.claims_capabilities["declines"] = lambda q, k, v, mask, backward=False, scale=None: \
+        cpu_flash_scale_zero(q, mask, scale)
 
 
 def _document_mask(cu_q: torch.Tensor, cu_k: torch.Tensor, causal: str | None) -> torch.Tensor:

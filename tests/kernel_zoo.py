@@ -22,6 +22,7 @@ BACKWARD = {**FORWARD, "backward": True}
 CAUSAL = ("causal-top-left", "causal-bottom-right")  # declared with a feature: the matrix then combines the two
 BASE = ["causal-top-left", "causal-bottom-right", "key-padding", "additive"]  # the masks every kernel takes
 BLOCK = 16  # key tile of the tiled variants
+BIAS_3D_CHECK = "batch-3:error"  # batch-3 is the fixed additive problem whose bias is 3-D with B != 1 (H_q = 6, B = 3)
 WIDE_BLOCK = 64  # the key tile of most fused forwards: a bug in it shows only past 64 keys
 
 
@@ -84,8 +85,10 @@ def causal_always_top_left(q, k, v, scale=None, mask=None):
     return _softmax_v(_scores(q, k, scale, mask), v)
 
 
-def _tiled(q, k, v, scale, mask, rescale=True, tail=True, normalise=True, block=BLOCK, max_from_zero=False):
-    """Online softmax over key tiles of ``block`` in float32 (the FlashAttention forward), with switchable bugs."""
+def _tiled(q, k, v, scale, mask, rescale=True, tail=True, normalise=True, block=BLOCK, max_from_zero=False,
+           state=torch.float32):
+    """Online softmax over key tiles of ``block`` in float32 (the FlashAttention forward), with switchable bugs;
+    ``state``: the dtype the row sum and the accumulator are kept in between tiles."""
     k, v = _heads(q, k, v)
     s_all = _scores(q.float(), k.float(), scale, mask)
     m = torch.full(s_all.shape[:-1], 0.0 if max_from_zero else -math.inf)  # 0: rows of negative scores underflow
@@ -99,8 +102,8 @@ def _tiled(q, k, v, scale, mask, rescale=True, tail=True, normalise=True, block=
         shift = torch.where(m_new == -math.inf, 0.0, m_new)
         p = torch.exp(s - shift[..., None])
         alpha = torch.exp(m - shift) if rescale else torch.ones_like(m)  # without rescaling: stale sums
-        l = alpha * l + p.sum(-1)
-        acc = alpha[..., None] * acc + p @ v[..., j:j + block, :].float()
+        l = (alpha * l + p.sum(-1)).to(state).float()
+        acc = (alpha[..., None] * acc + p @ v[..., j:j + block, :].float()).to(state).float()
         m = m_new
     out = acc / l[..., None] if normalise else acc
     return out.to(q.dtype)
@@ -296,6 +299,113 @@ def keys_in_a_new_order_each_call(q, k, v, scale=None, mask=None):
         order = torch.randperm(k.shape[-2])
         k, v = k[..., order, :], v[..., order, :]
     return _softmax_v(_scores(q, k, scale, mask), v)
+
+
+def sixteen_bit_running_state(q, k, v, scale=None, mask=None):
+    """A 64-wide online softmax whose row sum and accumulator are stored in the inputs' dtype between tiles: exact in
+    float32, an ulp of rounding a tile in float16 (seen only over many tiles of values that do not cancel)."""
+    return _tiled(q, k, v, scale, mask, block=WIDE_BLOCK, state=q.dtype)
+
+
+def causal_row_within_its_tile(q, k, v, scale=None, mask=None):
+    """The causal mask compares a key with the query's index within its 128-row tile: right up to 128 queries."""
+    k, v = _heads(q, k, v)
+    if mask is None or not mask.causal:
+        return _softmax_v(_scores(q, k, scale, mask), v)
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    offset = 0 if mask.causal == "top-left" else n_k - n_q
+    allowed = torch.arange(n_k)[None, :] <= torch.arange(n_q)[:, None] % 128 + offset
+    s = _scores(q, k, scale, Mask(None, mask.key_padding, mask.bias)).masked_fill(~allowed, -math.inf)
+    return _softmax_v(s, v)
+
+
+def head_shift_by_log2_group(q, k, v, scale=None, mask=None):
+    """Query head h reads key/value head h >> ceil(log2 group): right for groups 1, 2, 4, 8; a group of 3 sends
+    query head 3 of 6 to key/value head 0."""
+    heads = torch.arange(q.shape[-3]) >> (q.shape[-3] // k.shape[-3] - 1).bit_length()
+    return _softmax_v(_scores(q, k[..., heads, :, :], scale, mask), v[..., heads, :, :])
+
+
+def scale_or_default(q, k, v, scale=None, mask=None):
+    """``scale = scale or 1/sqrt(d)``: the caller's scale 0 (uniform weights) becomes the default."""
+    return _plain(q, k, v, scale or None, mask)
+
+
+def bias_rows_read_as_batch(q, k, v, scale=None, mask=None):
+    """A 3-D bias read as (B, n_q, n_k) and given a heads axis; the contract broadcasts it as (H_q, n_q, n_k)."""
+    if mask is not None and mask.bias is not None and mask.bias.dim() == 3:
+        mask = dataclasses.replace(mask, bias=mask.bias[:, None])
+    return _plain(q, k, v, scale, mask)
+
+
+def softcap_after_the_bias(q, k, v, scale=None, mask=None):
+    """The finite bias added before c tanh(s / c), not after (its -inf entries still hide their keys)."""
+    k, v = _heads(q, k, v)
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    s = q @ k.transpose(-2, -1) * scale
+    if mask.bias is not None:
+        s = s + mask.bias.nan_to_num(neginf=0.0)
+    s = mask.softcap * torch.tanh(s / mask.softcap)
+    rest = dataclasses.replace(mask, softcap=None, bias=None if mask.bias is None else
+                               torch.where(torch.isneginf(mask.bias), mask.bias, 0.0))
+    bias = mask_bias(rest, q.shape[-2], k.shape[-2], s.dtype, s.device)
+    return _softmax_v(s if bias is None else s + bias, v)
+
+
+class _DkDvWholeRowTilesOnly(torch.autograd.Function):
+    """The right forward; dK and dV summed over the whole 128-row query tiles only (n_q // 128 of them, at least
+    one): the last partial tile's queries are missing from both past 128 queries."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale, mask):
+        p = torch.softmax(_scores(q.float(), k.float(), scale, mask), dim=-1).nan_to_num()
+        ctx.save_for_backward(q, k, v, p)
+        ctx.scale = default_scale(q.shape[-1]) if scale is None else scale
+        return (p @ v.float()).to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, d_out):
+        q, k, v, p = ctx.saved_tensors
+        do = d_out.float()
+        dp = do @ v.float().transpose(-2, -1)
+        ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+        rows = slice(0, 128 * max(1, q.shape[-2] // 128))
+        dk = ds[..., rows, :].transpose(-2, -1) @ q[..., rows, :].float() * ctx.scale
+        dv = p[..., rows, :].transpose(-2, -1) @ do[..., rows, :]
+        return (ds @ k.float() * ctx.scale).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None
+
+
+def dkdv_whole_row_tiles_only(q, k, v, scale=None, mask=None):
+    k, v = _heads(q, k, v)  # autograd sums the group's dK, dV back onto each key/value head
+    return _DkDvWholeRowTilesOnly.apply(q, k, v, scale, mask)
+
+
+class _DqKeysInANewOrder(torch.autograd.Function):
+    """The right forward and gradients, dQ summed over the keys in a new order each call (as atomic adds do)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale, mask):
+        out = _DkDvWholeRowTilesOnly.forward(ctx, q, k, v, scale, mask)
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out):
+        q, k, v, p = ctx.saved_tensors
+        do = d_out.float()
+        dp = do @ v.float().transpose(-2, -1)
+        ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+        dq = torch.zeros(q.shape, dtype=torch.float32)
+        for j in torch.randperm(k.shape[-2]).tolist():  # one float32 add a key, in this call's order
+            dq += ds[..., j, None] * k[..., j, None, :].float()
+        dq = dq * ctx.scale
+        dk = ds.transpose(-2, -1) @ q.float() * ctx.scale
+        return dq.to(q.dtype), dk.to(k.dtype), (p.transpose(-2, -1) @ do).to(v.dtype), None, None
+
+
+def dq_keys_in_a_new_order_each_call(q, k, v, scale=None, mask=None):
+    """Declares bitwise-equal results; its forward is, its dQ is not."""
+    k, v = _heads(q, k, v)
+    return _DqKeysInANewOrder.apply(q, k, v, scale, mask)
 
 
 def _plain(q, k, v, scale, mask):
@@ -515,7 +625,7 @@ ZOO = [
     Wrong("online-softmax-without-rescaling", _declare(online_softmax_without_rescaling, **FORWARD),
           "old accumulators not rescaled by exp(m_old - m_new)", "float32-none", "gqa-4/2:out"),
     Wrong("online-softmax-64-without-rescaling", _declare(online_softmax_64_without_rescaling, **FORWARD),
-          "no rescaling across 64-wide key tiles (exact up to 64 keys)", "float32-none", "tiles-64:out"),
+          "no rescaling across 64-wide key tiles (exact up to 64 keys)", "float32-none", "tiles-128:out"),
     Wrong("running-max-from-zero", _declare(running_max_from_zero, **FORWARD),
           "the online softmax's running max starts at 0, not -inf", "float32-none", "negative-logits:out"),
     Wrong("dropped-tail-block", _declare(dropped_tail_block, **FORWARD), "the last partial key tile is skipped",
@@ -555,6 +665,26 @@ ZOO = [
           "keys past the first 1024 never read (exact up to 1024 keys)", "float32-none", "keys-1025:out"),
     Wrong("keys-in-a-new-order-each-call", _declare(keys_in_a_new_order_each_call, **FORWARD, deterministic=True),
           "declares bitwise-equal outputs, sums the keys in a new order each call", "float32-none",
+          "gqa-4/2:determinism"),
+    Wrong("sixteen-bit-running-state", _declare(sixteen_bit_running_state, **FORWARD),
+          "row sum and accumulator kept in the inputs' dtype between 64-wide tiles", "float16-none", "keys-8193:out"),
+    Wrong("causal-row-within-its-tile", _declare(causal_row_within_its_tile, **FORWARD),
+          "the causal mask uses the query's index within its 128-row tile", "float32-causal-top-left",
+          "tiles-128:out"),
+    Wrong("head-shift-by-log2-group", _declare(head_shift_by_log2_group, **FORWARD),
+          "query head h reads key/value head h >> ceil(log2 group) (right for power-of-two groups)", "float32-none",
+          "batch-3:out"),
+    Wrong("scale-or-default", _declare(scale_or_default, **FORWARD), "the caller's scale 0 taken for the default",
+          "float32-none", "scale-0:out"),
+    Wrong("bias-rows-read-as-batch", _declare(bias_rows_read_as_batch, **FORWARD),
+          "a 3-D bias read as (B, n_q, n_k), not (H_q, n_q, n_k)", "float32-additive", BIAS_3D_CHECK),
+    Wrong("softcap-after-the-bias", _declare(softcap_after_the_bias, **FORWARD, masks=[*BASE, "softcap"]),
+          "the finite bias added inside the softcap", "float32-softcap", "softcap+bias:out"),
+    Wrong("dkdv-whole-row-tiles-only", _declare(dkdv_whole_row_tiles_only, **BACKWARD),
+          "dK, dV leave out the last partial 128-row query tile", "float32-none", "tiles-128:dk"),
+    Wrong("dq-keys-in-a-new-order-each-call", _declare(dq_keys_in_a_new_order_each_call, **BACKWARD,
+                                                       deterministic=True),
+          "declares bitwise-equal results; dQ sums the keys in a new order each call", "float32-none",
           "gqa-4/2:determinism"),
     Wrong("first-64-head-dims", _declare(first_64_head_dims, **FORWARD),
           "scores from the first 64 dims of a head only (exact up to d = 64)", "float32-none", "head-128:out"),

@@ -99,3 +99,24 @@ def test_supports_names_the_missing_feature():
     ok, reason = supports(BACKENDS["flex"], "cpu", backward=True)
     assert not ok and "backward" in reason
     assert supports(BACKENDS["reference"], "cpu", ALL_MASKS, gqa=True, backward=True) == (True, "")
+
+
+def test_torchs_cpu_flash_kernel_gives_nan_for_scale_0_under_is_causal_which_the_sdpa_flash_backends_decline():
+    """A torch finding the matrix made (its ``scale-0`` problem): the hidden scores, -inf, times the caller's scale 0
+    are NaN. ``impl.backends.cpu_flash_scale_zero`` declines that problem for ``sdpa-flash`` and the gallery's SDPA
+    adapters, so their verdicts list it as declined; when a torch release mends it, this test fails and the refusal
+    goes."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from impl.backends import cpu_flash_scale_zero
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 7, 16, generator=gen) for _ in range(3))
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        causal = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.0)
+        plain = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=0.0)
+    assert torch.isnan(causal).any() and not torch.isnan(plain).any()
+    assert torch.allclose(plain, v.mean(-2, keepdim=True).expand_as(plain), atol=1e-6)  # scale 0: uniform weights
+    top_left = Mask(causal="top-left")
+    assert cpu_flash_scale_zero(q, top_left, 0.0) and not cpu_flash_scale_zero(q, top_left, 0.3)
+    assert not cpu_flash_scale_zero(q, Mask(causal="bottom-right"), 0.0)  # an attn_mask tensor: no NaN

@@ -36,13 +36,15 @@ def test_every_case_sees_shared_heads_odd_lengths_both_length_orders_and_overflo
 def test_every_case_sees_keys_across_a_64_wide_tile_one_query_over_many_keys_and_the_callers_scale(name, mask_kind):
     backend = BACKENDS[name]
     problems = {p.label: p for p in kernel.fixed_problems(backend, mask_kind)}
-    tiles, decode = problems["tiles-64"], problems["decode"]
+    tiles, decode = problems["tiles-128"], problems["decode"]
     n_q, n_k = tiles.q.shape[2], tiles.k.shape[2]
-    assert kernel.WIDE_TILE < min(n_q, n_k) < 2 * kernel.WIDE_TILE and n_k % kernel.TILE and n_q % kernel.TILE
+    # keys across two 64-wide tiles and a 128-wide one, queries across a 128-row tile, off every 16-wide tile
+    assert kernel.ROW_TILE < min(n_q, n_k) < 3 * kernel.WIDE_TILE and n_k % kernel.TILE and n_q % kernel.TILE
     assert (n_q > n_k) == (mask_kind != "causal-bottom-right")  # the other order is decode's
     assert decode.q.shape[2] == 1 and decode.k.shape[2] > 2 * kernel.WIDE_TILE and decode.k.shape[2] % kernel.TILE
     scaled = [p for p in problems.values() if p.scale is not None]
-    assert [p.label for p in scaled] == ["scale-0.3"] and scaled[0].scale != kernel.default_scale(scaled[0].q.shape[-1])
+    assert [p.label for p in scaled] == ["scale-0.3", "scale-0"] and scaled[0].scale != kernel.default_scale(
+        scaled[0].q.shape[-1]) and scaled[1].scale == 0
 
 
 @pytest.mark.parametrize("name", [b for b in BACKENDS if "key-padding" in next(iter(BACKENDS[b].devices.values())).masks])

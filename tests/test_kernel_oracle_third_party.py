@@ -136,7 +136,7 @@ def test_the_float64_reference_agrees_with_flash_attns_attention_ref_on_every_ma
     assert out_error <= bound and lse_error <= bound, (str(problem.spec), out_error, lse_error, bound)
 
 
-@pytest.mark.parametrize("label", ["gqa-8/2", "large-logits", "negative-logits", "scale-0.3", "tiles-64", "decode",
+@pytest.mark.parametrize("label", ["gqa-8/2", "large-logits", "negative-logits", "scale-0.3", "tiles-128", "decode",
                                    f"keys-{kernel.LONG_KEYS}", "one-key", "head-256"])
 @pytest.mark.parametrize("kind", ("none", "causal-bottom-right", "window", "softcap", "sink"))
 def test_the_reference_agrees_with_attention_ref_on_the_fixed_problems_of_the_ci_tier(kind, label):
