@@ -39,7 +39,7 @@ import torch
 
 LAYOUTS = ("bhsd", "bshd")
 PADDINGS = ("true-means-keep", "true-means-ignore")
-STRIDES = ("bshd", "packed")  # ProblemSpec.strides: how the non-contiguous problems lay out q, k, v
+STRIDES = ("bshd", "packed", "head-dim")  # ProblemSpec.strides: how the non-contiguous problems lay out q, k, v
 KEYS = ("layout", "out_layout", "padding", "output", "strided")  # the capability keys this module reads
 _SHAPES = {"bhsd": "(B, H, n, d)", "bshd": "(B, n, H, d)"}
 
@@ -90,7 +90,7 @@ class Conventions:
         out += "; " + said("padding", "key padding True = " + ("attend" if self.padding == PADDINGS[0] else "ignore"))
         out += "; output " + (f"element {self.output} of a tuple" if self.output is not None
                               else "a tensor (not declared: the contract's)")
-        out += "; non-contiguous q, k, v " + ("checked (problems non-contiguous, packed-qkv)" if self.strided
+        out += "; non-contiguous q, k, v " + ("checked (problems non-contiguous, packed-qkv, strided-head-dim)" if self.strided
                                              else "not checked (declared contiguous only)")
         return out
 
@@ -201,10 +201,11 @@ def shape_hint(got: tuple[int, ...], want: tuple[int, ...]) -> str:
 
 def strided_views(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, strides: str
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """q, k, v (B, H, n, d) with the same values as non-contiguous views (the last dim contiguous):
-    ``bshd``, each a transposed view of (B, n, H, d) storage (``x.view(B, n, H, d).transpose(1, 2)``
-    after a projection); ``packed``, views of one (B, n, 3, H, d) tensor (a fused QKV projection; needs
-    H_q = H_kv, n_q = n_k, d_k = d_v)."""
+    """q, k, v (B, H, n, d) with the same values as non-contiguous views: ``bshd``, each a transposed view of
+    (B, n, H, d) storage (``x.view(B, n, H, d).transpose(1, 2)`` after a projection); ``packed``, views of one
+    (B, n, 3, H, d) tensor (a fused QKV projection; needs H_q = H_kv, n_q = n_k, d_k = d_v); both with the last
+    dim contiguous; ``head-dim``, views of (B, H, d, n) storage whose last dim has stride n (a transposed key
+    cache): a kernel that assumes a unit stride there reads other tokens' values."""
     if strides == "bshd":
         return tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
     if strides == "packed":
@@ -213,4 +214,6 @@ def strided_views(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, strides: st
                              f"{tuple(v.shape)}")
         packed = torch.stack([t.transpose(1, 2) for t in (q, k, v)], dim=2)  # (B, n, 3, H, d)
         return tuple(packed[:, :, i].transpose(1, 2) for i in range(3))
+    if strides == "head-dim":
+        return tuple(t.transpose(-1, -2).contiguous().transpose(-1, -2) for t in (q, k, v))
     raise ValueError(f"strides={strides!r}: expected one of {', '.join(STRIDES)}")

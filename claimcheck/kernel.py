@@ -82,6 +82,7 @@ LONG_KEYS = 1025  # past 1024: a 16-bit accumulator of the row sum or of P V los
 # which shows against the rule's floor of 2 ulps of the result only over this many tiles (at 1025 keys it is 2 ulps)
 VERY_LONG_KEYS = 8193
 V_OFFSET = 1.0  # keys-8193's values have mean 1, as real values do: its output is O(1), not O(1/sqrt(n)) from cancelling
+
 WIDE_HEADS = (128, 256)  # the head dims of the ci tier: kernels specialise at 64, 128 and 256
 SWEEP_LENGTHS = (63, 64, 65, 127, 128, 129, 191, 257, 1023, 1025)  # full tier: both sides of 64- and 128-wide tiles
 SWEEP_HEAD_DIMS = (32, 59, 64, 96, 111, 128, 192, 256)  # full tier: kernel specialisations and odd ones
@@ -132,7 +133,7 @@ def dtype_name(dtype: torch.dtype) -> str:
 # ---- problems ---------------------------------------------------------------------------------------
 
 
-_OPTIONAL = ("max_logit", "scale", "causal", "strides", "v_offset", "bias")  # ProblemSpec fields printed only when set
+_OPTIONAL = ("max_logit", "scale", "causal", "strides", "v_offset", "bias", "sink")  # ProblemSpec fields printed only when set
 _TEXT = ("causal", "strides")  # ProblemSpec fields that are words, not numbers
 
 
@@ -147,7 +148,8 @@ class ProblemSpec:
     mask of a kind in :data:`CAUSAL_JOINS` (key padding, a sink, a softcap, ALiBi); ``strides`` lays q, k, v out as non-contiguous views
     (:func:`claimcheck.conventions.strided_views`: ``bshd`` or ``packed``); ``v_offset`` is added to every value
     (a common mean: the output no longer cancels); ``bias``, the standard deviation of a finite additive bias
-    (B, H_q, n_q, n_k) given with a softcap (which bends the scaled scores before any bias is added).
+    (B, H_q, n_q, n_k) given with a softcap (which bends the scaled scores before any bias is added); ``sink``, that
+    of sink logits (H_q,) given with a softcap (which bends the scores, never the sink).
     """
 
     mask: str = "none"
@@ -166,10 +168,12 @@ class ProblemSpec:
     strides: str | None = None
     v_offset: float | None = None
     bias: float | None = None
+    sink: float | None = None
 
     def __post_init__(self) -> None:
-        if self.bias is not None and self.mask != "softcap":
-            raise ValueError(f"bias={self.bias} (a finite additive bias) combines with the softcap mask only, not {self.mask}")
+        for name in ("bias", "sink"):
+            if getattr(self, name) is not None and self.mask != "softcap":
+                raise ValueError(f"{name}={getattr(self, name)} combines with the softcap mask only, not {self.mask}")
         if self.strides not in (None, *conventions.STRIDES):
             raise ValueError(f"strides={self.strides!r}: expected one of {', '.join(conventions.STRIDES)}")
         if self.causal not in (None, *ALIGNMENTS):
@@ -272,15 +276,27 @@ def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Genera
         # the contract broadcasts the bias to (B, H_q, n_q, n_k): also give it as (H_q, n_q, n_k) and (n_q, n_k), whose
         # leading axis a kernel could misread (a 3-D bias read as (B, n_q, n_k))
         rank = int(torch.randint(2, 5, (1,), generator=gen))
-        return Mask(bias=bias[(0,) * (4 - rank)])
+        bias = bias[(0,) * (4 - rank)]
+        if int(torch.randint(0, 2, (1,), generator=gen)):  # half of them a view of transposed storage: not contiguous
+            bias = bias.transpose(-1, -2).contiguous().transpose(-1, -2)
+        return Mask(bias=bias)
     if kind == "window":
         # right >= n_q - n_k keeps a key in the first row (i = 0: i + o + right >= 0), so in every row
         left = int(torch.randint(0, n_k, (1,), generator=gen))
         right = int(torch.randint(max(0, n_q - n_k), max(0, n_q - n_k) + n_k, (1,), generator=gen))
         unbounded = int(torch.randint(0, 4, (1,), generator=gen))  # 0: no left bound, 1: no right bound
+        # a bound of 0 one time in three on each side (the smallest right bound that keeps a key in the first row):
+        # ``if left:`` reads 0 as no bound
+        if int(torch.randint(0, 3, (1,), generator=gen)) == 0:
+            left = 0
+        if int(torch.randint(0, 3, (1,), generator=gen)) == 0:
+            right = max(0, n_q - n_k)
         return Mask(window=(None if unbounded == 0 else left, None if unbounded == 1 else right))
-    if kind == "alibi":  # Press et al.'s slopes 2^(-8 h / H_q), h = 1..H_q
-        return Mask(causal=causal, alibi=2.0 ** (-8.0 * torch.arange(1, h_q + 1, dtype=torch.float64) / h_q))
+    if kind == "alibi":  # Press et al.'s slopes 2^(-8 h / H_q), h = 1..H_q, each moved by a factor in [e^-0.5, e^0.5]:
+        # the caller's slopes, not the standard ones a kernel could compute for itself
+        standard = 2.0 ** (-8.0 * torch.arange(1, h_q + 1, dtype=torch.float64) / h_q)
+        return Mask(causal=causal, alibi=standard * torch.exp(torch.rand((h_q,), generator=gen, dtype=torch.float64)
+                                                              - 0.5))
     if kind == "softcap":  # caps of 1..5: the scores of these problems (about 1..4 in size) bend under tanh
         return Mask(causal=causal, softcap=1.0 + 4.0 * float(torch.rand((1,), generator=gen)))
     if kind == "sink":
@@ -303,6 +319,8 @@ def make_problem(spec: ProblemSpec, label: str = "drawn") -> AttentionProblem:
     if s.bias is not None:
         mask = dataclasses.replace(mask, bias=s.bias * torch.randn((s.B, s.H_q, s.n_q, s.n_k), generator=gen,
                                                                  dtype=torch.float64))
+    if s.sink is not None:
+        mask = dataclasses.replace(mask, sink=s.sink * torch.randn((s.H_q,), generator=gen, dtype=torch.float64))
     if s.max_logit is not None and s.max_logit < 0:  # shift every score: the largest allowed one is max_logit
         q[..., -1], k[..., -1] = 0.0, 1.0
         sc = scores(q, k, s.scale, _finite_mask(mask))
@@ -338,7 +356,7 @@ def fixed_problems(backend: Backend, mask_kind: str, device: str | None = None,
     return list(_fixed_problems(backend.head_dims, backend.equal_head_dims, backend.gqa, mask_kind,
                                 backend.head_dim_multiple, backend.scale, _padded_alignments(backend, mask_kind, device),
                                 get_tier(tier).groups, conventions.of(backend.fn).strided,
-                                _bias_joins(backend, mask_kind, device))[0])
+                                _softcap_joins(backend, mask_kind, device))[0])
 
 
 def undeclared_problems(backend: Backend, tier: str = DEFAULT_TIER) -> list[tuple[str, str]]:
@@ -365,11 +383,13 @@ def _padded_alignments(backend: Backend, mask_kind: str, device: str | None = No
     return tuple(a for a in ALIGNMENTS if f"causal-{a}" in masks)
 
 
-def _bias_joins(backend: Backend, mask_kind: str, device: str | None = None) -> bool:
-    """Whether the softcap case also gets a finite additive bias: when ``backend`` declares both."""
+def _softcap_joins(backend: Backend, mask_kind: str, device: str | None = None) -> tuple[str, ...]:
+    """What the softcap case also combines with, each in a problem of its own: a finite additive bias and a sink, when
+    ``backend`` declares them too."""
     if mask_kind != "softcap" or not backend.devices:
-        return False
-    return "additive" in (backend.devices.get(device) or next(iter(backend.devices.values()))).masks
+        return ()
+    masks = (backend.devices.get(device) or next(iter(backend.devices.values()))).masks
+    return tuple(j for j, feature in (("bias", "additive"), ("sink", "sink")) if feature in masks)
 
 
 def _round_up(d: int, multiple: int) -> int:
@@ -377,10 +397,12 @@ def _round_up(d: int, multiple: int) -> int:
 
 
 # the non-contiguous fixed problems, by label: how q, k, v are laid out (claimcheck.conventions.strided_views)
-STRIDED = {"non-contiguous": "bshd", "packed-qkv": "packed"}
+STRIDED = {"non-contiguous": "bshd", "packed-qkv": "packed", "strided-head-dim": "head-dim"}
+
+REUSE_PROBLEM = "gqa-4/2"  # the problem after which the kernel is called again, to see that its first output stays
 
 # the fixed problems with more than a shape: values with a common mean, a finite bias under the softcap
-_EXTRAS = {f"keys-{VERY_LONG_KEYS}": {"v_offset": V_OFFSET}, "softcap+bias": {"bias": 1.0}}
+_EXTRAS = {f"keys-{VERY_LONG_KEYS}": {"v_offset": V_OFFSET}, "softcap+bias": {"bias": 1.0}, "softcap+sink": {"sink": 2.0}}
 
 # one seed per fixed problem, by label: a problem is the same tensors in every tier
 _FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
@@ -388,13 +410,13 @@ _FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
      f"keys-{LONG_KEYS}", *(f"head-{w}" for w in sorted({*WIDE_HEADS, *SWEEP_HEAD_DIMS})),
      *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65", "one-key", "batch-3", *STRIDED,
      *(f"{kind}+{a}" for kind in CAUSAL_JOINS[1:] for a in ALIGNMENTS), "negative-logits", "scale-0",
-     f"keys-{VERY_LONG_KEYS}", "softcap+bias"))}
+     f"keys-{VERY_LONG_KEYS}", "softcap+bias", "strided-head-dim", "softcap+sink"))}
 
 
 @functools.lru_cache(maxsize=None)
 def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool, mask_kind: str, multiple: int = 1,
                     takes_scale: bool = True, padded_alignments: tuple[str, ...] = (), groups: tuple[str, ...] = ("base",),
-                    strided: bool = True, bias_join: bool = False
+                    strided: bool = True, softcap_joins: tuple[str, ...] = ()
                     ) -> tuple[tuple[AttentionProblem, ...], tuple[tuple[str, str], ...]]:
     """``(problems, undeclared)``: the problems every case of ``backend`` sees in a tier of ``groups``
     (labels name them in verdicts), and ``(label, why)`` of those outside the declared head dims.
@@ -410,17 +432,19 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     for the default), both left out when the kernel declares no ``scale`` argument. In the key-padding case,
     ``padding+top-left`` and ``padding+bottom-right`` (the shape of ``gqa-4/2``) add each declared
     causal alignment to the padding; in the sink, softcap and ALiBi cases ``sink+top-left`` and so on add it to
-    the feature, and ``softcap+bias`` (when additive biases are declared too) adds a finite bias of standard deviation
-    1 that must come after the cap. ``non-contiguous``: B = 2, 4 over 2 heads, 9 x 20, q, k, v transposed
+    the feature, and ``softcap+bias`` and ``softcap+sink`` (when additive biases or sinks are declared too) add a finite
+    bias of standard deviation 1 that must come after the cap, or sink logits the cap must leave alone. ``non-contiguous``: B = 2, 4 over 2 heads, 9 x 20, q, k, v transposed
     views of (B, n, H, d) storage; ``packed-qkv``: 2 heads, 13 x 13, q, k, v views of one (B, n, 3, H, d)
-    tensor (both with the last dim contiguous; listed as undeclared for a kernel declared contiguous only).
+    tensor (both with the last dim contiguous); ``strided-head-dim``: the shape of ``non-contiguous``, q, k, v views
+    of (B, H, d, n) storage whose last dim has stride n (all three listed as undeclared for a kernel declared
+    contiguous only).
 
     Group ``kernel-scale``: ``tiles-128``: one head, n_q = 137 > n_k = 131 (131 > 137 for bottom-right
     causal), keys across 64- and 128-wide tiles and queries across a 128-row one (a causal mask or a backward loop
     that uses a row's index within its tile, or drops the partial last row tile, shows only there); ``decode``: one
     head, one query against 130 keys (across 64- and 128-wide tiles); ``keys-1025``: 2 over 1 heads, 3 queries
-    against 1025 keys (65 tiles of 16, 9 of 128: a 16-bit accumulator loses digits); ``keys-8193``: the same against
-    8193 keys whose values have mean 1 (a running row sum or P V kept in 16 bits between 64-wide tiles loses an ulp a
+    against 1025 keys (65 tiles of 16, 9 of 128: a 16-bit accumulator loses digits); ``keys-8193``: one head, 3 queries
+    against 8193 keys whose values have mean 1 (a running row sum or P V kept in 16 bits between 64-wide tiles loses an ulp a
     tile: 128 tiles); ``one-key``: 5 queries (1 under bottom-right causal) and a single key (the softmax is 1, dK is
     0); ``batch-3``: B = 3 sequences of distinct contents, 6 over 2 heads (a group of 3: a head mapping that shifts
     by log2 of the group is right for 1, 2, 4 and 8 only), 13 x 21 (batch and head strides); ``head-128`` (n_q = 33, n_k = 65) and
@@ -455,15 +479,15 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
                    ("scale-0", 1, 2, 1, 7, 11, d, d_v, None, 0.0, None)]
         joined = "padding" if mask_kind == "key-padding" else mask_kind
         shapes += [(f"{joined}+{a}", 1, 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]
-        if bias_join:
-            shapes.append(("softcap+bias", 1, 4, 2, 9, 20, d, d, None, None, None))
+        shapes += [(f"softcap+{j}", 1, 4, 2, 9, 20, d, d, None, None, None) for j in softcap_joins]
         shapes += [("non-contiguous", 2, 4, 2, 9, 20, d, d_v, None, None, None),
-                   ("packed-qkv", 1, 2, 2, 13, 13, d, d, None, None, None)]
+                   ("packed-qkv", 1, 2, 2, 13, 13, d, d, None, None, None),
+                   ("strided-head-dim", 2, 4, 2, 9, 20, d, d_v, None, None, None)]
     if "kernel-scale" in groups:
         shapes += [("tiles-128", 1, 1, 1, long_q, long_k, d, d, None, None, None),
                    ("decode", 1, 1, 1, 1, 130, d, d_v, None, None, None),
                    (f"keys-{LONG_KEYS}", 1, 2, 1, 3, LONG_KEYS, d, d_v, None, None, None),
-                   (f"keys-{VERY_LONG_KEYS}", 1, 2, 1, 3, VERY_LONG_KEYS, d, d_v, None, None, None),
+                   (f"keys-{VERY_LONG_KEYS}", 1, 1, 1, 3, VERY_LONG_KEYS, d, d_v, None, None, None),
                    ("one-key", 1, 2, 1, 1 if bottom_right else 5, 1, d, d_v, None, None, None),
                    ("batch-3", 3, 6, 2, 13, 21, d, d_v, None, None, None)]
         shapes += [(f"head-{w}", 1, 1, 1, 33 if w == 128 else 17, 65 if w == 128 else 33, w, w, None, None, None)
@@ -679,6 +703,17 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
                                     f"determinism: a second call on the same inputs differs in {differ} of "
                                     f"{first.numel()} values of {part} (the kernel declares bitwise-equal outputs)"))
                 break
+    if not changed and problem.label == REUSE_PROBLEM and isinstance(actual[0], torch.Tensor):
+        # the output is the caller's: a kernel returning a view of a workspace it writes into again on its next call
+        # corrupts it after the fact, which a check of each call on its own never sees
+        first = actual[0].clone()
+        gen = torch.Generator().manual_seed(problem.seed + 2)
+        with torch.no_grad():
+            fn(*(torch.randn(t.shape, generator=gen, dtype=torch.float64).to(device, dtype) for t in (q, k, v)), s, mask)
+        if not torch.equal(torch.nan_to_num(actual[0]), torch.nan_to_num(first)):
+            checks.append(Check("reuse", math.inf, 0.0, 0.0, 0.0, math.inf, False,
+                                "reuse: a second call on other inputs changed the first call's output (it returns "
+                                "storage the kernel writes into again)"))
     return checks
 
 

@@ -9,8 +9,9 @@ can be read back from the kernel's own output: it is where the output is not 0. 
 - ``seeded``: another seed drops other weights;
 - ``keep-rate``: the number of kept weights over the N = B H n_q n_k drawn is Binomial(N, 1 - p)
   (two-sided exact test, rejected below :data:`ALPHA`);
-- ``independent``: two (batch, head) slices agree on a weight with probability p^2 + (1 - p)^2, so the
-  agreements over disjoint pairs of slices are binomial too (a mask shared across heads agrees everywhere);
+- ``independent``: two (batch, head) slices agree on a weight with probability p^2 + (1 - p)^2, so each pair's
+  agreements are binomial too; every pair is tested, at :data:`ALPHA` over the number of pairs (a mask shared
+  across heads or across the batch, or two slices drawn from one stream, agree everywhere);
 - ``values``: the kept weights are P / (1 - p) under the error-ratio rule, against the float64 P with the same M.
 
 The problem's seeds are fixed, so the verdict is the same on every run.
@@ -91,14 +92,22 @@ def check_dropout(backend, dtype: torch.dtype, device: str = "cpu") -> list[Drop
                                f"p-value {pv:.2g})", "" if pv >= ALPHA else
                                f"kept {kept / trials:.4f} of the weights, not 1 - p = {1 - p:g} (two-sided binomial "
                                f"p-value {pv:.2g} < {ALPHA:g})"))
+    # every pair of (batch, head) slices, each its own binomial test, Bonferroni over the pairs: a mask shared across
+    # the batch, or one whose stream is seeded by b + h, agrees on all of a pair that disjoint neighbours never compare
+    heads = keep.shape[1]
     slices = keep.reshape(-1, keep.shape[-2] * keep.shape[-1])
-    pairs = slices[0:-1:2] == slices[1::2]  # disjoint pairs of (batch, head) slices
-    agree, n_pairs, expected = int(pairs.sum()), pairs.numel(), p * p + (1 - p) ** 2
-    pv = _binomial(agree, n_pairs, expected)
-    checks.append(DropoutCheck("independent", pv >= ALPHA, f"slices agree on {agree / n_pairs:.4f} (expected "
-                               f"{expected:g}, p-value {pv:.2g})", "" if pv >= ALPHA else
-                               f"two (batch, head) slices agree on {agree / n_pairs:.4f} of their weights, not "
-                               f"p^2 + (1 - p)^2 = {expected:g}: the heads' masks are not independent"))
+    expected, width = p * p + (1 - p) ** 2, slices.shape[1]
+    tests = [(_binomial(int((slices[i] == slices[j]).sum()), width, expected), i, j)
+             for i in range(len(slices)) for j in range(i + 1, len(slices))]
+    pv, i, j = min(tests)
+    agree = (slices[i] == slices[j]).float().mean().item()
+    ok = pv >= ALPHA / len(tests)
+    where = f"(batch {i // heads}, head {i % heads}) and (batch {j // heads}, head {j % heads})"
+    checks.append(DropoutCheck("independent", ok, f"the closest of {len(tests)} pairs of slices, {where}, agree on "
+                               f"{agree:.4f} (expected {expected:g}, p-value {pv:.2g})", "" if ok else
+                               f"slices {where} agree on {agree:.4f} of their weights, not p^2 + (1 - p)^2 = "
+                               f"{expected:g} (p-value {pv:.2g} < {ALPHA:g} / {len(tests)} pairs): their masks are not "
+                               "independent"))
     oracle = attention_weights(q64, k64) * keep / (1 - p)
     naive = attention(q, k, v).to("cpu") * keep.to(dtype) / (1 - p)  # P @ I in the dtype: the naive weights
     c = within_reference_error(out, oracle, naive, C_OUT, part="values", scale=1.0 / (1 - p))

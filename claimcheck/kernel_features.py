@@ -41,6 +41,7 @@ from impl.attention import ALIGNMENTS, Mask, attention, attention_weights, defau
 
 FEATURES = ("lse", "varlen", "kvcache")
 DRAWN_SHARE = 3  # a feature case draws examples // 3 problems (at least 1): its fixed problems carry most of it
+LSE_JOINS = ("window", "alibi", "softcap", "sink")  # the features an lse problem of their own comes with, when declared
 LSE_FULLY_MASKED = ("-inf", "inf", "any")  # what a row with no allowed key may give as its log-sum-exp
 STALE = 3.0  # the size of the stale values past cache_seqlens: O(1) scores, so a kernel reading them is off by O(1)
 
@@ -141,7 +142,8 @@ def _max_terms(parts: list[dict[str, float]]) -> dict[str, float]:
 
 def lse_problems(backend, device: str = "cpu") -> list[K.AttentionProblem]:
     """``lse-gqa-4/2`` (4 over 2 heads, 9 x 20), ``lse-large-logits`` (the largest score 110: L past exp's
-    float32 overflow), ``lse-causal-A`` for each declared alignment, and ``lse-fully-masked`` (forward only):
+    float32 overflow), ``lse-causal-A`` for each declared alignment, ``lse-F`` for each declared feature F of
+    :data:`LSE_JOINS` (the sink's logit is one of L's terms), and ``lse-fully-masked`` (forward only):
     rows with no allowed key, from key padding that hides every key of the second sequence, else from
     bottom-right causal with 9 queries over 5 keys (its first 4 rows see nothing)."""
     d, d_v = _dims(backend)
@@ -151,6 +153,10 @@ def lse_problems(backend, device: str = "cpu") -> list[K.AttentionProblem]:
                                                 max_logit=K.LARGE_LOGIT))]
     specs += [(f"lse-causal-{a}", K.ProblemSpec(f"causal-{a}", 1, *_heads(backend, 4, 2), 9, 20, d, d_v))
               for a in _alignments(backend, device)]
+    # the log-sum-exp under each declared feature: a sink is one of its terms, a softcap, ALiBi and a window change the
+    # others
+    specs += [(f"lse-{kind}", K.ProblemSpec(kind, 1, *_heads(backend, 4, 2), 9, 20, d, d_v))
+              for kind in LSE_JOINS if kind in masks]
     problems = [K.make_problem(replace(spec, seed=_seed(label)), label) for label, spec in specs]
     if "key-padding" in masks:
         p = K.make_problem(K.ProblemSpec("key-padding", 2, *_heads(backend, 2, 1), 7, 11, d, d_v,
@@ -306,11 +312,12 @@ def varlen_attention(q, k, v, scale=None, mask=None, cu_seqlens_q=None, cu_seqle
 
 def packed_problems(backend, device: str = "cpu") -> list[PackedProblem]:
     """``varlen-4/2`` (4 over 2 heads, self-attention lengths 7, 0, 19, 1), ``varlen-cross`` (n_q != n_k
-    both ways: (3, 20), (0, 0), (11, 5), (9, 9)) and ``varlen+A`` for each declared causal alignment
+    both ways: (3, 20), (0, 0), (11, 5), (9, 9), (3, 130): the last has more keys than a 64-wide tile while every
+    sequence has fewer queries, so a key loop sized by the queries misses them) and ``varlen+A`` for each declared causal alignment
     (lengths (3, 20), (0, 0), (9, 9), (70, 71): a sequence across a 64-wide tile). Each has a sequence of length 0."""
     d, d_v = _dims(backend)
     shapes = [("varlen-4/2", ((7, 7), (0, 0), (19, 19), (1, 1)), (4, 2), None),
-              ("varlen-cross", ((3, 20), (0, 0), (11, 5), (9, 9)), (2, 1), None)]
+              ("varlen-cross", ((3, 20), (0, 0), (11, 5), (9, 9), (3, 130)), (2, 1), None)]
     shapes += [(f"varlen+{a}", ((3, 20), (0, 0), (9, 9), (70, 71)), (2, 1), a) for a in _alignments(backend, device)]
     return [make_packed(lengths, *_heads(backend, *heads), d, d_v, _seed(label), causal, label=label)
             for label, lengths, heads, causal in shapes]
@@ -434,11 +441,12 @@ def kvcache_attention(q, k_cache, v_cache, scale=None, mask=None, cache_seqlens=
 
 
 def cache_problems(backend, device: str = "cpu") -> list[CacheProblem]:
-    """``kvcache-decode`` (B = 3, 4 over 2 heads, one query, a cache of 80 with 80, 37 and 1 valid entries),
+    """``kvcache-decode`` (B = 3, 4 over 2 heads, one query, a cache of 300 with 300, 137 and 1 valid entries: past
+    one 128-entry split of a split-KV decoding kernel, whose splits must be merged with their maxima),
     ``kvcache-prefill`` (B = 2, 5 queries, cache 20, valid 20 and 6) and, when bottom-right causal is declared,
     ``kvcache-causal`` (B = 2, 4 queries, cache 70, valid 70 and 9: the causal offset is per sequence)."""
     d, d_v = _dims(backend)
-    shapes = [("kvcache-decode", 3, (4, 2), 1, 80, (80, 37, 1), None),
+    shapes = [("kvcache-decode", 3, (4, 2), 1, 300, (300, 137, 1), None),
               ("kvcache-prefill", 2, (2, 1), 5, 20, (20, 6), None)]
     if "causal-bottom-right" in _masks(backend, device):
         shapes.append(("kvcache-causal", 2, (2, 1), 4, 70, (70, 9), "bottom-right"))

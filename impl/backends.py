@@ -161,9 +161,22 @@ def _sdpa_declines(kernel_name: str) -> Callable[..., str | None]:
     def declines(q, k, v, mask, backward: bool = False, scale: float | None = None) -> str | None:
         if q.device.type == "cuda":
             return sdpa_refusal(kernel_name, q, k, v, mask, backward)
-        return cpu_flash_scale_zero(q, mask, scale) if kernel_name == "FLASH_ATTENTION" else None
+        return cpu_flash_refusal(q, k, v, mask, scale) if kernel_name == "FLASH_ATTENTION" else None
 
     return declines
+
+
+def cpu_flash_refusal(q, k, v, mask, scale: float | None = None) -> str | None:
+    """Why torch's CPU flash kernel, pinned, refuses a problem or gets it wrong: it needs a unit stride on the head dim
+    and a 2-D or 4-D ``attn_mask`` ("No available kernel" otherwise: SDPA's own dispatch falls back to the math
+    kernel there), and :func:`cpu_flash_scale_zero`."""
+    if q.device.type != "cpu":
+        return None
+    if any(t.stride(-1) != 1 for t in (q, k, v)):
+        return "torch's CPU flash kernel needs a unit stride on the head dim"
+    if mask is not None and mask.bias is not None and mask.bias.dim() == 3 and mask.features == {"additive"}:
+        return "torch's CPU flash kernel takes a 2-D or 4-D attn_mask, not a 3-D one"
+    return cpu_flash_scale_zero(q, mask, scale)
 
 
 def cpu_flash_scale_zero(q, mask, scale: float | None) -> str | None:
@@ -204,18 +217,23 @@ def sdpa_refusal(kernel_name: str, q, k, v, mask, backward: bool = False) -> str
     return f"torch declines {kernel_name.lower()}: {reasons or 'no reason given'}"
 
 
+# graphs of one process: a pytest-xdist worker may run the ci tier's shapes (8 of them, a sink's one key more
+# each, forward and backward) in two or three dtypes
+FLEX_GRAPHS = 256
+
+
 @functools.cache
 def compiled_flex_attention() -> Callable:
     """``torch.compile(flex_attention)``, built once per process (shapes static: one graph per shape).
 
     Every shape, dtype, mask structure and scale is one more graph, and past dynamo's default limit of 8
     recompiles a compiled function silently falls back to eager: the backend matrix would then judge the
-    unfused path under FlexAttention's name. The limit is raised to 64 graphs and hitting it is an error.
+    unfused path under FlexAttention's name. The limit is raised to :data:`FLEX_GRAPHS` and hitting it is an error.
     """
     import torch._dynamo.config as dynamo
     from torch.nn.attention.flex_attention import flex_attention
 
-    dynamo.recompile_limit = max(dynamo.recompile_limit, 64)
+    dynamo.recompile_limit = max(dynamo.recompile_limit, FLEX_GRAPHS)
     dynamo.fail_on_recompile_limit_hit = True
     return torch.compile(flex_attention, dynamic=False)
 

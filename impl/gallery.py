@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from impl.attention import Mask, default_scale, mask_bias
-from impl.backends import cpu_flash_scale_zero
+from impl.backends import FLEX_GRAPHS, cpu_flash_refusal, cpu_flash_scale_zero
 
 # ---- torch -----------------------------------------------------------------------------------------
 
@@ -74,9 +74,11 @@ _SDPA = {"dtypes": ["float32", "float16", "bfloat16"], "backward": True, "fully_
 for _fn in (sdpa, sdpa_math, sdpa_flash):
     _fn.claims_capabilities = dict(_SDPA)
 sdpa_flash.claims_capabilities["equal_head_dims"] = True  # the flash kernel needs d_v = d_k
-for _fn in (sdpa, sdpa_flash):  # torch dispatches a CPU problem with is_causal to the flash kernel
-    _fn.claims_capabilities["declines"] = lambda q, k, v, mask, backward=False, scale=None: \
-        cpu_flash_scale_zero(q, mask, scale)
+# torch dispatches a CPU problem with is_causal to the flash kernel (and one it cannot take to the math kernel)
+sdpa.claims_capabilities["declines"] = lambda q, k, v, mask, backward=False, scale=None: \
+    cpu_flash_scale_zero(q, mask, scale)
+sdpa_flash.claims_capabilities["declines"] = lambda q, k, v, mask, backward=False, scale=None: \
+    cpu_flash_refusal(q, k, v, mask, scale)
 
 
 def _document_mask(cu_q: torch.Tensor, cu_k: torch.Tensor, causal: str | None) -> torch.Tensor:
@@ -241,7 +243,7 @@ def transformers_flex(q, k, v, scale=None, mask=None):
 
     # past dynamo's limit of 8 recompiles transformers' compiled flex_attention silently runs eager (the unfused
     # path) under FlexAttention's name: raised, and hitting it made an error, as for the registry's flex
-    dynamo.recompile_limit = max(dynamo.recompile_limit, 64)
+    dynamo.recompile_limit = max(dynamo.recompile_limit, FLEX_GRAPHS)
     dynamo.fail_on_recompile_limit_hit = True
     mask = mask or Mask()
     b, _, n_q, _ = q.shape

@@ -10,8 +10,9 @@ mask) sees the fixed problems of :func:`claimcheck.kernel.fixed_problems` at the
 caller's scale 0.3 and key padding under each declared causal alignment; it leaves FlexAttention's
 CPU compiles (about 50 s in a fresh cache) to the ci tier and checks Triton's interpreter in float32
 only, each left-out cell a skip that says so. ``--kernel-tier ci`` (make test's kernel part, and
-``claims kernel``'s default) adds 71 keys across a 64-wide tile, one query against 130 keys, 1025
-keys, one key, a batch of 3, head dims 128 and 256, and FlexAttention and Triton in every dtype. Each
+``claims kernel``'s default) adds 137 queries over 131 keys (across 64- and 128-wide key tiles and a 128-row query
+tile), one query against 130 keys, 1025 keys, 8193 keys of values with mean 1, one key, a batch of 3 with a group of
+3 query heads a key/value head, head dims 128 and 256, and FlexAttention and Triton in every dtype. Each
 observed ratio is recorded
 as ``error_ratio[backend=...,dtype=...,mask=...,out|dq|dk|dv]``.
 

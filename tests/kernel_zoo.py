@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-from impl.attention import Mask, default_scale, mask_bias, repeat_kv
+from impl.attention import Mask, attention, default_scale, mask_bias, repeat_kv
 
 FORWARD = {"dtypes": ["float32", "float16"], "backward": False, "fully_masked": None}
 BACKWARD = {**FORWARD, "backward": True}
@@ -408,6 +408,13 @@ def dq_keys_in_a_new_order_each_call(q, k, v, scale=None, mask=None):
     return _DqKeysInANewOrder.apply(q, k, v, scale, mask)
 
 
+def unit_head_dim_stride(q, k, v, scale=None, mask=None):
+    """Honours the batch, head and token strides but takes the head dim's as 1 (a pointer walked with a hard-coded
+    unit stride): right whenever the last dim is contiguous."""
+    q, k, v = (t.as_strided(t.shape, (*t.stride()[:-1], 1), t.storage_offset()) for t in (q, k, v))
+    return _plain(q, k, v, scale, mask)
+
+
 def _plain(q, k, v, scale, mask):
     """The right answer for the features the zoo's kernels take (no softcap or sink)."""
     k, v = _heads(q, k, v)
@@ -608,6 +615,117 @@ def kvcache_past_seqlens(q, k_cache, v_cache, scale=None, mask=None, cache_seqle
     return _plain(q, k_cache, v_cache, scale, mask)
 
 
+def window_zero_taken_as_unbounded(q, k, v, scale=None, mask=None):
+    """Tests the window's bounds for truth (``if left:``): a bound of 0, the diagonal itself, is no bound."""
+    if mask is None or mask.window is None:  # right where the feature is absent
+        return _plain(q, k, v, scale, mask)
+    left, right = mask.window
+    return _plain(q, k, v, scale, _features(mask, window=(left or None, right or None)))
+
+
+def alibi_standard_slopes(q, k, v, scale=None, mask=None):
+    """Recomputes Press et al.'s slopes 2^(-8 h / H) from the head count instead of taking the caller's."""
+    if mask is not None and mask.alibi is not None:
+        h = q.shape[-3]
+        mask = _features(mask, alibi=2.0 ** (-8.0 * torch.arange(1, h + 1, dtype=torch.float64) / h))
+    return _plain(q, k, v, scale, mask)
+
+
+def _with_sink(s, mask):
+    """The scores with the sink logits as one more column."""
+    return torch.cat([s, mask.sink.to(s.dtype)[:, None, None].expand(s.shape[:-1] + (1,))], -1)
+
+
+def softcap_caps_the_sink(q, k, v, scale=None, mask=None):
+    """The sink appended as one more score column before the softcap (a score_mod over an extra key): capped too."""
+    if mask is None or mask.sink is None or mask.softcap is None:  # right with a sink or a softcap alone
+        return _right(q, k, v, scale, mask)
+    k, v = _heads(q, k, v)
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    s = _with_sink(q @ k.transpose(-2, -1) * scale, mask)
+    s = mask.softcap * torch.tanh(s / mask.softcap)  # the sink's column with the scores
+    bias = mask_bias(_features(mask, softcap=None, sink=None), q.shape[-2], k.shape[-2], s.dtype, s.device)
+    if bias is not None:
+        s = s + torch.nn.functional.pad(bias.expand(s.shape[:-1] + (k.shape[-2],)), (0, 1))
+    return torch.softmax(s.float(), -1)[..., :-1].to(v.dtype) @ v
+
+
+def lse_without_the_sink(q, k, v, scale=None, mask=None, return_lse=False):
+    """The right output; the log-sum-exp taken before the sink's term joins the row sum."""
+    out = _right(q, k, v, scale, mask)
+    if not return_lse:
+        return out
+    kk, _ = _heads(q, k, v)
+    return out, torch.logsumexp(_scores(q.float(), kk.float(), scale, _features(mask, sink=None)), -1).to(q.dtype)
+
+
+def _right(q, k, v, scale, mask):
+    """The right answer for every feature (the reference in float32)."""
+    return attention(q.float(), k.float(), v.float(), scale, mask).to(q.dtype)
+
+
+def dropout_stream_b_plus_h(q, k, v, scale=None, mask=None):
+    """Slice (b, h)'s dropout stream seeded by seed + b + h (not seed + b H + h): (b, h + 1) and (b + 1, h) draw the
+    same mask."""
+    def keep_of(shape, p, seed):
+        return torch.stack([torch.stack([_keep(shape[-2:], p, seed + b + h) for h in range(shape[1])])
+                            for b in range(shape[0])])
+    return _dropped(q, k, v, scale, mask, keep_of)
+
+
+def varlen_keys_sized_by_the_queries(q, k, v, scale=None, mask=None, cu_seqlens_q=None, cu_seqlens_k=None,
+                                     max_seqlen_q=None, **_):
+    """The key loop runs over 64-wide tiles sized by max_seqlen_q: keys past 64 ceil(max_seqlen_q / 64) are never read."""
+    if cu_seqlens_q is None:
+        return _plain(q, k, v, scale, mask)
+    reach = WIDE_BLOCK * -(-int(max_seqlen_q) // WIDE_BLOCK)
+    cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    outs = [_plain(q[a:b].transpose(0, 1), k[c:min(d, c + reach)].transpose(0, 1),
+                   v[c:min(d, c + reach)].transpose(0, 1), scale, mask).transpose(0, 1)
+            for a, b, c, d in zip(cq, cq[1:], ck, ck[1:]) if b > a]
+    return torch.cat(outs, 0) if outs else q.new_zeros((0, q.shape[1], v.shape[-1]))
+
+
+def kvcache_splits_merged_without_their_maxima(q, k_cache, v_cache, scale=None, mask=None, cache_seqlens=None):
+    """Split-KV decoding over 128-entry splits of the valid cache, each normalised by its own max; the merge weights
+    split s by its row sum l_s alone, missing exp(m_s - m): right for one split."""
+    outs = []
+    for b, n in enumerate(cache_seqlens.tolist()):
+        qb, kb, vb = q[b:b + 1], *_heads(q[b:b + 1], k_cache[b:b + 1, :, :n], v_cache[b:b + 1, :, :n])
+        s = _scores(qb.float(), kb.float(), scale, mask)
+        num = den = 0.0
+        for c in range(0, n, 128):
+            part = s[..., c:c + 128]
+            m = part.amax(-1, keepdim=True).clamp(min=-1e30)
+            p = torch.exp(part - m)
+            num, den = num + p @ vb[..., c:c + 128, :].float(), den + p.sum(-1, keepdim=True)
+        outs.append((num / den).to(q.dtype))
+    return torch.cat(outs, 0)
+
+
+_WORKSPACE: dict = {}
+
+
+def output_in_a_reused_workspace(q, k, v, scale=None, mask=None):
+    """Writes the output into a module-level workspace and returns a view of it: the next call overwrites it."""
+    out = _plain(q, k, v, scale, mask)
+    buffer = _WORKSPACE.get(out.dtype)
+    if buffer is None or buffer.numel() < out.numel():
+        buffer = _WORKSPACE[out.dtype] = torch.empty(max(out.numel(), 1 << 16), dtype=out.dtype)
+    view = buffer[:out.numel()].view(out.shape)
+    view.copy_(out)
+    return view
+
+
+def bias_read_as_contiguous(q, k, v, scale=None, mask=None):
+    """Reads the additive bias with contiguous strides whatever its own (a raw pointer): right for a contiguous bias."""
+    if mask is not None and mask.bias is not None and not mask.bias.is_contiguous():
+        bias = mask.bias
+        mask = _features(mask, bias=bias.as_strided(bias.shape, torch.empty(bias.shape, device="meta").stride(),
+                                                    bias.storage_offset()))
+    return _plain(q, k, v, scale, mask)
+
+
 def _declare(fn: Callable, **caps) -> Callable:
     fn.claims_capabilities = caps
     return fn
@@ -686,6 +804,28 @@ ZOO = [
                                                        deterministic=True),
           "declares bitwise-equal results; dQ sums the keys in a new order each call", "float32-none",
           "gqa-4/2:determinism"),
+    Wrong("unit-head-dim-stride", _declare(unit_head_dim_stride, **FORWARD),
+          "reads the head dim with stride 1 whatever its stride", "float32-none", "strided-head-dim:out"),
+    Wrong("window-zero-taken-as-unbounded", _declare(window_zero_taken_as_unbounded, **FORWARD, masks=[*BASE, "window"]),
+          "a window bound of 0 read as no bound (`if left:`)", "float32-window", "gqa-4/2:out"),
+    Wrong("alibi-standard-slopes", _declare(alibi_standard_slopes, **FORWARD, masks=[*BASE, "alibi"]),
+          "the standard slopes 2^(-8h/H) in place of the caller's", "float32-alibi", "gqa-4/2:out"),
+    Wrong("softcap-caps-the-sink", _declare(softcap_caps_the_sink, **FORWARD, masks=[*BASE, "softcap", "sink"]),
+          "the sink logit bent by the softcap with the scores", "float32-softcap", "softcap+sink:out"),
+    Wrong("lse-without-the-sink", _declare(lse_without_the_sink, **FORWARD, masks=[*BASE, "sink", "lse"]),
+          "the log-sum-exp leaves out the sink's term", "float32-lse", "lse-sink:lse"),
+    Wrong("dropout-stream-b-plus-h", _declare(dropout_stream_b_plus_h, **FORWARD, masks=[*BASE, "dropout"]),
+          "slice (b, h)'s dropout stream seeded by seed + b + h", "float32-dropout", "dropout:independent"),
+    Wrong("varlen-keys-sized-by-the-queries", _declare(varlen_keys_sized_by_the_queries, **FORWARD,
+                                                       masks=[*BASE, "varlen"]),
+          "a sequence's key loop sized by max_seqlen_q", "float32-varlen", "varlen-cross:out"),
+    Wrong("kvcache-splits-merged-without-their-maxima", _declare(kvcache_splits_merged_without_their_maxima, **FORWARD,
+                                                                 masks=[*BASE, "kvcache"]),
+          "split-KV decoding merges 128-entry splits by their row sums alone", "float32-kvcache", "kvcache-decode:out"),
+    Wrong("output-in-a-reused-workspace", _declare(output_in_a_reused_workspace, **FORWARD),
+          "returns a view of a workspace its next call overwrites", "float32-none", "gqa-4/2:reuse"),
+    Wrong("bias-read-as-contiguous", _declare(bias_read_as_contiguous, **FORWARD),
+          "a non-contiguous bias read with contiguous strides", "float32-additive", "gqa-4/2:out"),
     Wrong("first-64-head-dims", _declare(first_64_head_dims, **FORWARD),
           "scores from the first 64 dims of a head only (exact up to d = 64)", "float32-none", "head-128:out"),
     Wrong("window-from-the-top-left", _declare(window_from_the_top_left, **FORWARD, masks=["window"]),

@@ -152,16 +152,16 @@ def test_the_run_prints_its_tier_counts_and_what_the_kernel_cannot_take_before_i
     code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--mask", "none", "--examples", "1",
                      "--head-dims", "16-128", "--tier", "smoke")
     assert code == 0, out
-    assert "tier smoke: 1 cases, 7 fixed and up to 1 drawn problems" in out
-    assert "non-contiguous q, k, v checked (problems non-contiguous, packed-qkv)" in out
+    assert "tier smoke: 1 cases, 9 fixed and up to 1 drawn problems" in out
+    assert "non-contiguous q, k, v checked (problems non-contiguous, packed-qkv, strided-head-dim)" in out
     code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--mask", "none", "--examples", "1",
                      "--tier", "smoke", "--no-strided")
-    assert code == 0 and "tier smoke: 1 cases, 5 fixed" in out, out
+    assert code == 0 and "tier smoke: 1 cases, 6 fixed" in out, out
     assert "not in this kernel's matrix: packed-qkv (non-contiguous q, k, v: the kernel is declared contiguous only)" in out
     code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--mask", "none", "--examples", "1",
                      "--head-dims", "16-128")
     assert code == 0, out
-    assert "tier ci: 1 cases, 13 fixed and up to 1 drawn problems" in out
+    assert "tier ci: 1 cases, 16 fixed and up to 1 drawn problems" in out
     assert "not in this kernel's matrix: head-256 (head dim 256 outside the declared 16..128)" in out
     assert out.index("tier ci") < out.index("ok    float32-none")
 
@@ -182,7 +182,7 @@ def test_a_feature_that_changes_the_call_is_its_own_case_and_a_failure_prints_it
     code, out = _run(capsys, "tests.kernel_zoo:kvcache_past_seqlens", "--dtype", "float32", "--mask", "kvcache",
                      "--examples", "1")
     assert code == 1 and "FAIL  float32-kvcache" in out and "kvcache-decode:out" in out, out
-    assert "problem (kvcache-decode): B=3 H_q=4 H_kv=2 n_q=1 L_cache=80 cache_seqlens=[80, 37, 1]" in out
+    assert "problem (kvcache-decode): B=3 H_q=4 H_kv=2 n_q=1 L_cache=300 cache_seqlens=[300, 137, 1]" in out
     assert "--mask kvcache" in out and "--problem" not in out.split("repro:")[1]  # the case, re-run whole
     code, out = _run(capsys, "tests.kernel_zoo:kvcache_past_seqlens", "--dtype", "float32", "--mask", "kvcache",
                      "--problem", "B=1")

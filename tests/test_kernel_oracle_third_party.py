@@ -18,6 +18,7 @@ flash-attn's key padding means "these sequences are shorter": its causal mask is
 real keys, not to n_k as in our contract (and SDPA's), so key padding is compared on its own here and the
 combination is compared as packed sequences (varlen), which mean exactly that.
 """
+import dataclasses
 import math
 
 import pytest
@@ -117,9 +118,18 @@ def _problems(kind: str):
     alignments = ALIGNMENTS if kind in ("sink", "softcap", "alibi") else ()
     drawn = kernel.attention_problems(mask_kinds=(kind,), max_d=24, scales=(None, kernel.SCALE),
                                       padded_alignments=alignments)
-    if kind == "alibi":  # the causal form of ALiBi, on the bottom-right diagonal's side of every row
-        drawn = drawn.filter(lambda p: p.mask.causal is not None and p.k.shape[-2] >= p.q.shape[-2])
+    if kind == "alibi":  # the causal form of ALiBi, on the bottom-right diagonal's side of every row, with attn-gym's
+        # slopes (the matrix moves each slope off the standard ones)
+        drawn = drawn.filter(lambda p: p.mask.causal is not None and p.k.shape[-2] >= p.q.shape[-2]).map(
+            standard_slopes)
     return drawn
+
+
+def standard_slopes(problem: kernel.AttentionProblem) -> kernel.AttentionProblem:
+    """``problem`` with Press et al.'s slopes 2^(-8 h / H_q), the ones attn-gym's ALiBi computes from H_q."""
+    h_q = problem.q.shape[1]
+    slopes = 2.0 ** (-8.0 * torch.arange(1, h_q + 1, dtype=torch.float64) / h_q)
+    return dataclasses.replace(problem, mask=dataclasses.replace(problem.mask, alibi=slopes))
 
 
 KINDS = ("none", "causal-top-left", "causal-bottom-right", "key-padding", "additive", "window", "alibi",
@@ -264,7 +274,7 @@ WRONG = {  # a wrong reference, and a problem where it is wrong
     "window mirrored": (_wrong(lambda q, k, v, s, m: (q, k, v, s, Mask(window=m.window[::-1]))),
                         kernel.make_problem(kernel.ProblemSpec("window", 1, 2, 1, 9, 20, 8, 8, seed=4))),
     "ALiBi slopes reversed": (_wrong(lambda q, k, v, s, m: (q, k, v, s, Mask(causal=m.causal, alibi=m.alibi.flip(0)))),
-                              kernel.fixed_problem("alibi", 5, n_q=20, n_k=20, causal="bottom-right")),
+                              standard_slopes(kernel.fixed_problem("alibi", 5, n_q=20, n_k=20, causal="bottom-right"))),
     "heads h % H_kv": (_wrong(_head_modulo), kernel.fixed_problem("none", 6)),
     "scale ignored": (_wrong(lambda q, k, v, s, m: (q, k, v, None, m)),
                       kernel.fixed_problem("none", 7, scale=kernel.SCALE)),

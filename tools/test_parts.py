@@ -25,7 +25,7 @@ PARTS = {
     # work stealing: FlexAttention's compiles and the interpreted Triton cells are long tests among short ones, and
     # an idle worker takes over queued tests instead of waiting at the end (60-70 s -> 57-62 s on two cores)
     "properties": [sys.executable, "-m", "pytest", "-n", "auto", "--dist", "worksteal", "properties/"],
-    # the property suite's matrix is the smoke tier; this is the ci one (a superset: 1025 keys, head dims 128 and
+    # the property suite's matrix is the smoke tier; this is the ci one (a superset: 1025 and 8193 keys, head dims 128 and
     # 256, FlexAttention in float16 and bfloat16 too), one FlexAttention node a dtype spread over the workers
     "kernels": [sys.executable, "-m", "pytest", "-n", "auto", "--dist", "worksteal", "--kernel-tier", "ci",
                 "properties/test_backends.py"],
