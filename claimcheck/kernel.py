@@ -1304,7 +1304,7 @@ def nearby_semantics(problem: AttentionProblem) -> list[tuple[str, Semantics]]:
     """``(what the kernel would implement, that attention as a function of q, k, v, scale, mask)`` for the
     conventions a kernel commonly gets wrong, those that differ on ``problem``: the other causal alignment,
     no causal mask, key padding ignored or inverted (True meaning "ignore"), the bias's values ignored or
-    added before the scale, scale 1 or 1/d or always 1/sqrt(d), query head h reading key/value head
+    added before the scale, scale 1 or 1/d or always 1/sqrt(d) or 1/sqrt(d_v), query head h reading key/value head
     h % H_kv, the softmax taken over the queries."""
     m, d = problem.mask, problem.q.shape[-1]
     given = default_scale(d) if problem.scale is None else problem.scale
@@ -1327,9 +1327,12 @@ def nearby_semantics(problem: AttentionProblem) -> list[tuple[str, Semantics]]:
                 mask, bias=torch.where(torch.isfinite(mask.bias), torch.zeros_like(mask.bias), mask.bias)))))
         out.append(("the bias added before the scale", lambda q, k, v, s, mask: attention(
             q, k, v, s, dataclasses.replace(mask, bias=mask.bias * given))))
+    d_v = problem.v.shape[-1]
     for label, value in (("scale 1", 1.0), (f"scale 1/d = 1/{d}", 1.0 / d),
                          (f"the default scale 1/sqrt(d) = {default_scale(d):.4g}, not the caller's {given:g}",
-                          default_scale(d))):
+                          default_scale(d)),
+                         (f"the scale 1/sqrt(d_v) = 1/sqrt({d_v}), from the values' head dim, not d_k = {d}",
+                          default_scale(d_v))):
         if not math.isclose(value, given):
             out.append((label, lambda q, k, v, s, mask, value=value: attention(q, k, v, value, mask)))
     h_q, h_kv = problem.q.shape[1], problem.k.shape[1]
