@@ -352,6 +352,14 @@ def softcap_after_the_bias(q, k, v, scale=None, mask=None):
     return _softmax_v(s if bias is None else s + bias, v)
 
 
+def _softmax_backward(ctx, d_out):
+    """``(q, k, v, P, dO, dS)`` in float32 from what the forward saved: dS = P (dP - rowsum(dP P)), dP = dO V^T."""
+    q, k, v, p = ctx.saved_tensors
+    do = d_out.float()
+    dp = do @ v.float().transpose(-2, -1)
+    return q, k, v, p, do, p * (dp - (dp * p).sum(-1, keepdim=True))
+
+
 class _DkDvWholeRowTilesOnly(torch.autograd.Function):
     """The right forward; dK and dV summed over the whole 128-row query tiles only (n_q // 128 of them, at least
     one): the last partial tile's queries are missing from both past 128 queries."""
@@ -365,10 +373,7 @@ class _DkDvWholeRowTilesOnly(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, d_out):
-        q, k, v, p = ctx.saved_tensors
-        do = d_out.float()
-        dp = do @ v.float().transpose(-2, -1)
-        ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+        q, k, v, p, do, ds = _softmax_backward(ctx, d_out)
         rows = slice(0, 128 * max(1, q.shape[-2] // 128))
         dk = ds[..., rows, :].transpose(-2, -1) @ q[..., rows, :].float() * ctx.scale
         dv = p[..., rows, :].transpose(-2, -1) @ do[..., rows, :]
@@ -390,10 +395,7 @@ class _DqKeysInANewOrder(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, d_out):
-        q, k, v, p = ctx.saved_tensors
-        do = d_out.float()
-        dp = do @ v.float().transpose(-2, -1)
-        ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+        q, k, v, p, do, ds = _softmax_backward(ctx, d_out)
         dq = torch.zeros(q.shape, dtype=torch.float32)
         for j in torch.randperm(k.shape[-2]).tolist():  # one float32 add a key, in this call's order
             dq += ds[..., j, None] * k[..., j, None, :].float()
