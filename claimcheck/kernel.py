@@ -59,7 +59,8 @@ MASK_KINDS = ("none", "causal-top-left", "causal-bottom-right", "key-padding", "
 # the mask kinds whose fixed and drawn problems also come under each declared causal alignment: a kernel that takes
 # them with a causal mask must combine the two (a sink key or key padding a causal mask_mod drops, a softcap or ALiBi
 # applied to a causally masked score); a window is left alone (a window under top-left causal can hide whole rows)
-CAUSAL_JOINS = ("key-padding", "sink", "softcap", "alibi")
+CAUSAL_JOINS = ("key-padding", "sink", "softcap", "alibi", "window")
+PADDING_JOINS = ("sink", "softcap", "alibi")  # the features a key padding mask also comes with (``{kind}+padding``)
 C_OUT = 2.0  # FlashAttention's tests: output error <= 2 x the same-precision PyTorch reference's error
 C_GRAD = 3.0  # ... and 3 x for gradients: the backward recomputes P from L, adding a few roundings
 FLOOR_ULPS = 2.0  # floor: 2 ulps of the size of the summed terms (one rounding of the result, one of a term)
@@ -133,7 +134,7 @@ def dtype_name(dtype: torch.dtype) -> str:
 # ---- problems ---------------------------------------------------------------------------------------
 
 
-_OPTIONAL = ("max_logit", "scale", "causal", "strides", "v_offset", "bias", "sink")  # ProblemSpec fields printed only when set
+_OPTIONAL = ("max_logit", "scale", "causal", "strides", "v_offset", "bias", "sink", "padding", "spike")  # ProblemSpec fields printed only when set
 _TEXT = ("causal", "strides")  # ProblemSpec fields that are words, not numbers
 
 
@@ -145,11 +146,13 @@ class ProblemSpec:
     so that the largest allowed score is exactly that value; a negative one shifts every score down instead
     (q and k get a shared last coordinate, k's 1 and q's -shift / scale), so that every score is at most it. ``scale`` is the softmax scale passed
     to the kernel (None: its default 1/sqrt(d_k)); ``causal`` an alignment combined with the
-    mask of a kind in :data:`CAUSAL_JOINS` (key padding, a sink, a softcap, ALiBi); ``strides`` lays q, k, v out as non-contiguous views
+    mask of a kind in :data:`CAUSAL_JOINS` (key padding, a sink, a softcap, ALiBi, a window); ``strides`` lays q, k, v out as non-contiguous views
     (:func:`claimcheck.conventions.strided_views`: ``bshd`` or ``packed``); ``v_offset`` is added to every value
     (a common mean: the output no longer cancels); ``bias``, the standard deviation of a finite additive bias
     (B, H_q, n_q, n_k) given with a softcap (which bends the scaled scores before any bias is added); ``sink``, that
-    of sink logits (H_q,) given with a softcap (which bends the scores, never the sink).
+    of sink logits (H_q,) given with a softcap (which bends the scores, never the sink); ``padding``, the share of
+    keys hidden by a key padding mask given with a sink, a softcap or ALiBi (whose positions stay the keys' own);
+    ``spike``, a key whose score is :data:`LARGE_LOGIT` while the others stay O(1) (one query).
     """
 
     mask: str = "none"
@@ -169,8 +172,15 @@ class ProblemSpec:
     v_offset: float | None = None
     bias: float | None = None
     sink: float | None = None
+    padding: float | None = None
+    spike: int | None = None
 
     def __post_init__(self) -> None:
+        if self.spike is not None and not (self.n_q == 1 and self.H_q == self.H_kv and 0 <= self.spike < self.n_k):
+            raise ValueError(f"spike={self.spike}: one query, H_q = H_kv and a key index below n_k = {self.n_k}")
+        if self.padding is not None and self.mask not in PADDING_JOINS:
+            raise ValueError(f"padding={self.padding} combines with the {', '.join(PADDING_JOINS)} masks only, "
+                             f"not {self.mask}")
         for name in ("bias", "sink"):
             if getattr(self, name) is not None and self.mask != "softcap":
                 raise ValueError(f"{name}={getattr(self, name)} combines with the softcap mask only, not {self.mask}")
@@ -259,7 +269,7 @@ def mask_to(m: Mask, device: str | torch.device, dtype: torch.dtype | None = Non
 def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Generator,
               causal: str | None = None) -> Mask:
     """A mask of ``kind`` that leaves every query at least one key (no fully masked row); ``causal``
-    adds that alignment to key padding, a sink, a softcap or ALiBi (bottom-right needs ``n_k >= n_q``)."""
+    adds that alignment to key padding, a sink, a softcap, ALiBi or a window (bottom-right needs ``n_k >= n_q``)."""
     if kind == "none":
         return Mask()
     if kind in ("causal-top-left", "causal-bottom-right"):
@@ -291,7 +301,9 @@ def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Genera
             left = 0
         if int(torch.randint(0, 3, (1,), generator=gen)) == 0:
             right = max(0, n_q - n_k)
-        return Mask(window=(None if unbounded == 0 else left, None if unbounded == 1 else right))
+        if causal == "top-left":  # keys i + o - left .. i under the causal mask: left >= o keeps every row a key
+            left = max(left, n_k - n_q)
+        return Mask(causal=causal, window=(None if unbounded == 0 else left, None if unbounded == 1 else right))
     if kind == "alibi":  # Press et al.'s slopes 2^(-8 h / H_q), h = 1..H_q, each moved by a factor in [e^-0.5, e^0.5]:
         # the caller's slopes, not the standard ones a kernel could compute for itself
         standard = 2.0 ** (-8.0 * torch.arange(1, h_q + 1, dtype=torch.float64) / h_q)
@@ -316,11 +328,18 @@ def make_problem(spec: ProblemSpec, label: str = "drawn") -> AttentionProblem:
     mask = make_mask(s.mask, s.B, s.H_q, s.n_q, s.n_k, gen, s.causal)
     if s.v_offset is not None:
         v = v + s.v_offset
+    if s.spike is not None:  # k_spike along q: its score q . k_spike * scale is LARGE_LOGIT
+        sc = default_scale(s.d_k) if s.scale is None else s.scale
+        k[:, :, s.spike] = q[:, :, 0] * (LARGE_LOGIT / (sc * (q[:, :, 0] ** 2).sum(-1, keepdim=True)))
     if s.bias is not None:
         mask = dataclasses.replace(mask, bias=s.bias * torch.randn((s.B, s.H_q, s.n_q, s.n_k), generator=gen,
                                                                  dtype=torch.float64))
     if s.sink is not None:
         mask = dataclasses.replace(mask, sink=s.sink * torch.randn((s.H_q,), generator=gen, dtype=torch.float64))
+    if s.padding is not None:
+        keep = torch.rand((s.B, s.n_k), generator=gen) >= s.padding
+        keep[:, 0] = True  # every query keeps key 0
+        mask = dataclasses.replace(mask, key_padding=keep)
     if s.max_logit is not None and s.max_logit < 0:  # shift every score: the largest allowed one is max_logit
         q[..., -1], k[..., -1] = 0.0, 1.0
         sc = scores(q, k, s.scale, _finite_mask(mask))
@@ -356,7 +375,8 @@ def fixed_problems(backend: Backend, mask_kind: str, device: str | None = None,
     return list(_fixed_problems(backend.head_dims, backend.equal_head_dims, backend.gqa, mask_kind,
                                 backend.head_dim_multiple, backend.scale, _padded_alignments(backend, mask_kind, device),
                                 get_tier(tier).groups, conventions.of(backend.fn).strided,
-                                _softcap_joins(backend, mask_kind, device))[0])
+                                _softcap_joins(backend, mask_kind, device),
+                                _padding_joins(backend, mask_kind, device))[0])
 
 
 def undeclared_problems(backend: Backend, tier: str = DEFAULT_TIER) -> list[tuple[str, str]]:
@@ -376,7 +396,7 @@ def get_tier(name: str) -> Tier:
 
 def _padded_alignments(backend: Backend, mask_kind: str, device: str | None = None) -> tuple[str, ...]:
     """The causal alignments ``backend`` declares on ``device`` (else its first device), for key padding, a sink, a
-    softcap or ALiBi under a causal mask (:data:`CAUSAL_JOINS`)."""
+    softcap, ALiBi or a window under a causal mask (:data:`CAUSAL_JOINS`)."""
     if mask_kind not in CAUSAL_JOINS or not backend.devices:
         return ()
     masks = (backend.devices.get(device) or next(iter(backend.devices.values()))).masks
@@ -392,6 +412,13 @@ def _softcap_joins(backend: Backend, mask_kind: str, device: str | None = None) 
     return tuple(j for j, feature in (("bias", "additive"), ("sink", "sink")) if feature in masks)
 
 
+def _padding_joins(backend: Backend, mask_kind: str, device: str | None = None) -> bool:
+    """Whether the sink, softcap or ALiBi case also gets a problem with key padding: when ``backend`` declares it."""
+    if mask_kind not in PADDING_JOINS or not backend.devices:
+        return False
+    return "key-padding" in (backend.devices.get(device) or next(iter(backend.devices.values()))).masks
+
+
 def _round_up(d: int, multiple: int) -> int:
     return -(-d // multiple) * multiple
 
@@ -399,24 +426,27 @@ def _round_up(d: int, multiple: int) -> int:
 # the non-contiguous fixed problems, by label: how q, k, v are laid out (claimcheck.conventions.strided_views)
 STRIDED = {"non-contiguous": "bshd", "packed-qkv": "packed", "strided-head-dim": "head-dim"}
 
+LATE_KEY = 100  # decode-late-max's spike: in the second 64-wide tile, 110 above the first tile's scores (past 88.7)
 REUSE_PROBLEM = "gqa-4/2"  # the problem after which the kernel is called again, to see that its first output stays
 
 # the fixed problems with more than a shape: values with a common mean, a finite bias under the softcap
-_EXTRAS = {f"keys-{VERY_LONG_KEYS}": {"v_offset": V_OFFSET}, "softcap+bias": {"bias": 1.0}, "softcap+sink": {"sink": 2.0}}
+_EXTRAS = {f"keys-{VERY_LONG_KEYS}": {"v_offset": V_OFFSET}, "softcap+bias": {"bias": 1.0}, "softcap+sink": {"sink": 2.0},
+           **{f"{kind}+padding": {"padding": 0.3} for kind in PADDING_JOINS}, "decode-late-max": {"spike": LATE_KEY}}
 
 # one seed per fixed problem, by label: a problem is the same tensors in every tier
 _FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
     ("gqa-4/2", "gqa-8/2", "large-logits", "scale-0.3", "tiles-128", "decode", "padding+top-left", "padding+bottom-right",
      f"keys-{LONG_KEYS}", *(f"head-{w}" for w in sorted({*WIDE_HEADS, *SWEEP_HEAD_DIMS})),
      *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65", "one-key", "batch-3", *STRIDED,
-     *(f"{kind}+{a}" for kind in CAUSAL_JOINS[1:] for a in ALIGNMENTS), "negative-logits", "scale-0",
-     f"keys-{VERY_LONG_KEYS}", "softcap+bias", "strided-head-dim", "softcap+sink"))}
+     *(f"{kind}+{a}" for kind in ("sink", "softcap", "alibi") for a in ALIGNMENTS), "negative-logits", "scale-0",
+     f"keys-{VERY_LONG_KEYS}", "softcap+bias", "strided-head-dim", "softcap+sink",
+     *(f"window+{a}" for a in ALIGNMENTS), *(f"{kind}+padding" for kind in PADDING_JOINS), "decode-late-max"))}
 
 
 @functools.lru_cache(maxsize=None)
 def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool, mask_kind: str, multiple: int = 1,
                     takes_scale: bool = True, padded_alignments: tuple[str, ...] = (), groups: tuple[str, ...] = ("base",),
-                    strided: bool = True, softcap_joins: tuple[str, ...] = ()
+                    strided: bool = True, softcap_joins: tuple[str, ...] = (), padding_join: bool = False
                     ) -> tuple[tuple[AttentionProblem, ...], tuple[tuple[str, str], ...]]:
     """``(problems, undeclared)``: the problems every case of ``backend`` sees in a tier of ``groups``
     (labels name them in verdicts), and ``(label, why)`` of those outside the declared head dims.
@@ -433,7 +463,8 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     ``padding+top-left`` and ``padding+bottom-right`` (the shape of ``gqa-4/2``) add each declared
     causal alignment to the padding; in the sink, softcap and ALiBi cases ``sink+top-left`` and so on add it to
     the feature, and ``softcap+bias`` and ``softcap+sink`` (when additive biases or sinks are declared too) add a finite
-    bias of standard deviation 1 that must come after the cap, or sink logits the cap must leave alone. ``non-contiguous``: B = 2, 4 over 2 heads, 9 x 20, q, k, v transposed
+    bias of standard deviation 1 that must come after the cap, or sink logits the cap must leave alone; the sink,
+    softcap and ALiBi cases get ``sink+padding`` and so on when key padding is declared (30% of the keys hidden). ``non-contiguous``: B = 2, 4 over 2 heads, 9 x 20, q, k, v transposed
     views of (B, n, H, d) storage; ``packed-qkv``: 2 heads, 13 x 13, q, k, v views of one (B, n, 3, H, d)
     tensor (both with the last dim contiguous); ``strided-head-dim``: the shape of ``non-contiguous``, q, k, v views
     of (B, H, d, n) storage whose last dim has stride n (all three listed as undeclared for a kernel declared
@@ -442,7 +473,8 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     Group ``kernel-scale``: ``tiles-128``: one head, n_q = 137 > n_k = 131 (131 > 137 for bottom-right
     causal), keys across 64- and 128-wide tiles and queries across a 128-row one (a causal mask or a backward loop
     that uses a row's index within its tile, or drops the partial last row tile, shows only there); ``decode``: one
-    head, one query against 130 keys (across 64- and 128-wide tiles); ``keys-1025``: 2 over 1 heads, 3 queries
+    head, one query against 130 keys (across 64- and 128-wide tiles); ``decode-late-max``: the same with key 100 scoring
+    110 and the others O(1) (a row max taken from the first tile alone overflows exp); ``keys-1025``: 2 over 1 heads, 3 queries
     against 1025 keys (65 tiles of 16, 9 of 128: a 16-bit accumulator loses digits); ``keys-8193``: one head, 3 queries
     against 8193 keys whose values have mean 1 (a running row sum or P V kept in 16 bits between 64-wide tiles loses an ulp a
     tile: 128 tiles); ``one-key``: 5 queries (1 under bottom-right causal) and a single key (the softmax is 1, dK is
@@ -480,12 +512,15 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
         joined = "padding" if mask_kind == "key-padding" else mask_kind
         shapes += [(f"{joined}+{a}", 1, 4, 2, 9, 20, d, d, None, None, a) for a in ALIGNMENTS]
         shapes += [(f"softcap+{j}", 1, 4, 2, 9, 20, d, d, None, None, None) for j in softcap_joins]
+        if padding_join:
+            shapes.append((f"{mask_kind}+padding", 1, 4, 2, 9, 20, d, d, None, None, None))
         shapes += [("non-contiguous", 2, 4, 2, 9, 20, d, d_v, None, None, None),
                    ("packed-qkv", 1, 2, 2, 13, 13, d, d, None, None, None),
                    ("strided-head-dim", 2, 4, 2, 9, 20, d, d_v, None, None, None)]
     if "kernel-scale" in groups:
         shapes += [("tiles-128", 1, 1, 1, long_q, long_k, d, d, None, None, None),
                    ("decode", 1, 1, 1, 1, 130, d, d_v, None, None, None),
+                   ("decode-late-max", 1, 1, 1, 1, 130, d, d_v, None, None, None),
                    (f"keys-{LONG_KEYS}", 1, 2, 1, 3, LONG_KEYS, d, d_v, None, None, None),
                    (f"keys-{VERY_LONG_KEYS}", 1, 1, 1, 3, VERY_LONG_KEYS, d, d_v, None, None, None),
                    ("one-key", 1, 2, 1, 1 if bottom_right else 5, 1, d, d_v, None, None, None),
@@ -746,7 +781,9 @@ def fully_masked_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Te
 
     Key padding and the -inf bias use the shape of :func:`fixed_problem` (q 24 x 16 over 4 heads,
     k and v 40 x 16 over 2), so a compiled backend reuses its graphs; bottom-right causal alignment
-    needs n_q > n_k (20 queries, 12 keys: the first 8 see nothing).
+    needs n_q > n_k (20 queries, 12 keys: the first 8 see nothing), and so does a sliding window (0, 0) from the
+    bottom-right diagonal (the same 8 rows; a kernel that hides the window's keys with a finite number gives them the
+    mean of V).
     """
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn((1, h, n, 16), generator=gen) for h, n in ((4, 24), (2, 40), (2, 40)))
@@ -755,7 +792,8 @@ def fully_masked_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Te
     q2, k2, v2 = (torch.randn((1, 2, n, 16), generator=gen) for n in (20, 12, 12))
     return [("key-padding", q, k, v, Mask(key_padding=torch.zeros(1, 40, dtype=torch.bool)), slice(None)),
             ("additive", q, k, v, Mask(bias=bias), slice(0, 8)),
-            ("causal-bottom-right", q2, k2, v2, Mask(causal="bottom-right"), slice(0, 8))]
+            ("causal-bottom-right", q2, k2, v2, Mask(causal="bottom-right"), slice(0, 8)),
+            ("window", q2, k2, v2, Mask(window=(0, 0)), slice(0, 8))]
 
 
 @dataclass(frozen=True)

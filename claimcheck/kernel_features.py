@@ -143,9 +143,10 @@ def _max_terms(parts: list[dict[str, float]]) -> dict[str, float]:
 def lse_problems(backend, device: str = "cpu") -> list[K.AttentionProblem]:
     """``lse-gqa-4/2`` (4 over 2 heads, 9 x 20), ``lse-large-logits`` (the largest score 110: L past exp's
     float32 overflow), ``lse-causal-A`` for each declared alignment, ``lse-F`` for each declared feature F of
-    :data:`LSE_JOINS` (the sink's logit is one of L's terms), and ``lse-fully-masked`` (forward only):
-    rows with no allowed key, from key padding that hides every key of the second sequence, else from
-    bottom-right causal with 9 queries over 5 keys (its first 4 rows see nothing)."""
+    :data:`LSE_JOINS` (the sink's logit is one of L's terms), and, forward only, rows with no allowed key:
+    ``lse-fully-masked`` from key padding that hides every key of the second sequence and
+    ``lse-fully-masked-causal`` from bottom-right causal with 9 queries over 5 keys (its first 4 rows see nothing;
+    named ``lse-fully-masked`` when no key padding is declared)."""
     d, d_v = _dims(backend)
     masks = _masks(backend, device)
     specs = [("lse-gqa-4/2", K.ProblemSpec("none", 1, *_heads(backend, 4, 2), 9, 20, d, d_v)),
@@ -164,9 +165,10 @@ def lse_problems(backend, device: str = "cpu") -> list[K.AttentionProblem]:
         keep = p.mask.key_padding.clone()
         keep[1] = False
         problems.append(replace(p, mask=replace(p.mask, key_padding=keep), spec=None))
-    elif "causal-bottom-right" in masks:
+    if "causal-bottom-right" in masks:  # rows hidden by the alignment: a kernel must place L's rows by it too
+        label = "lse-fully-masked-causal" if "key-padding" in masks else "lse-fully-masked"
         problems.append(K.make_problem(K.ProblemSpec("causal-bottom-right", 1, *_heads(backend, 2, 1), 9, 5, d, d_v,
-                                                     seed=_seed("lse-fully-masked")), "lse-fully-masked"))
+                                                     seed=_seed("lse-fully-masked")), label))
     return problems
 
 

@@ -625,6 +625,46 @@ def window_zero_taken_as_unbounded(q, k, v, scale=None, mask=None):
     return _plain(q, k, v, scale, _features(mask, window=(left or None, right or None)))
 
 
+def causal_window_as_right_bound_0(q, k, v, scale=None, mask=None):
+    """A causal mask with a window folded into the window's right bound 0, from the bottom-right diagonal: right for
+    bottom-right causal, not for top-left with n_q != n_k."""
+    if mask is not None and mask.window is not None and mask.causal is not None:
+        mask = _features(mask, causal=None, window=(mask.window[0], 0))
+    return _plain(q, k, v, scale, mask)
+
+
+def window_hidden_by_the_most_negative_float(q, k, v, scale=None, mask=None):
+    """Keys outside the window get the dtype's most negative number, not -inf: a row whose window holds no key is the
+    mean of V."""
+    if mask is None or mask.window is None:
+        return _plain(q, k, v, scale, mask)
+    k, v = _heads(q, k, v)
+    s = _scores(q, k, scale, _features(mask, window=None))
+    inside = torch.isfinite(_scores(q.new_zeros(q.shape), k, scale, Mask(window=mask.window)))
+    return _softmax_v(s.masked_fill(~inside, torch.finfo(s.dtype).min), v)
+
+
+def alibi_positions_from_the_padding(q, k, v, scale=None, mask=None):
+    """ALiBi positions counted over the real keys only (cumsum of the padding mask, as BLOOM builds them), with the
+    offset n_valid - n_q: right without padding, wrong for every key after a padded one."""
+    if mask is None or mask.alibi is None or mask.key_padding is None:
+        return _plain(q, k, v, scale, mask)
+    k, v = _heads(q, k, v)
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    s = _scores(q, k, scale, _features(mask, alibi=None))
+    keys = (mask.key_padding.cumsum(-1) - 1)[:, None, None, :]  # (B, 1, 1, n_k): each key's rank among the real
+    rows = torch.arange(n_q)[:, None] + (mask.key_padding.sum(-1) - n_q)[:, None, None, None]  # (B, 1, n_q, 1)
+    return _softmax_v(s - mask.alibi.to(s.dtype)[:, None, None] * (rows - keys).abs().to(s.dtype), v)
+
+
+def row_max_from_the_first_tile(q, k, v, scale=None, mask=None):
+    """Subtracts the max of the first 64 keys only: a later key far above them overflows exp (inf / inf)."""
+    k, v = _heads(q, k, v)
+    s = _scores(q.float(), k.float(), scale, mask)
+    p = torch.exp(s - s[..., :WIDE_BLOCK].amax(-1, keepdim=True))
+    return ((p @ v.float()) / p.sum(-1, keepdim=True)).to(q.dtype)
+
+
 def alibi_standard_slopes(q, k, v, scale=None, mask=None):
     """Recomputes Press et al.'s slopes 2^(-8 h / H) from the head count instead of taking the caller's."""
     if mask is not None and mask.alibi is not None:
@@ -810,6 +850,19 @@ ZOO = [
           "reads the head dim with stride 1 whatever its stride", "float32-none", "strided-head-dim:out"),
     Wrong("window-zero-taken-as-unbounded", _declare(window_zero_taken_as_unbounded, **FORWARD, masks=[*BASE, "window"]),
           "a window bound of 0 read as no bound (`if left:`)", "float32-window", "gqa-4/2:out"),
+    Wrong("causal-window-as-right-bound-0", _declare(causal_window_as_right_bound_0, **FORWARD,
+                                                     masks=[*BASE, "window"]),
+          "a causal mask with a window taken as the window (left, 0) from the bottom-right diagonal",
+          "float32-window", "window+top-left:out"),
+    Wrong("window-hidden-by-the-most-negative-float", _declare(window_hidden_by_the_most_negative_float, **FORWARD,
+                                                               masks=[*BASE, "window"]),
+          "keys outside the window get finfo.min, not -inf (a row the window empties is the mean of V)",
+          "float32-fully-masked", "fully-masked-window"),
+    Wrong("row-max-from-the-first-tile", _declare(row_max_from_the_first_tile, **FORWARD),
+          "the row max of the first 64 keys only", "float32-none", "decode-late-max:out"),
+    Wrong("alibi-positions-from-the-padding", _declare(alibi_positions_from_the_padding, **FORWARD,
+                                                       masks=[*BASE, "alibi"]),
+          "ALiBi positions counted over the unpadded keys (BLOOM's)", "float32-alibi", "alibi+padding:out"),
     Wrong("alibi-standard-slopes", _declare(alibi_standard_slopes, **FORWARD, masks=[*BASE, "alibi"]),
           "the standard slopes 2^(-8h/H) in place of the caller's", "float32-alibi", "gqa-4/2:out"),
     Wrong("softcap-caps-the-sink", _declare(softcap_caps_the_sink, **FORWARD, masks=[*BASE, "softcap", "sink"]),

@@ -132,10 +132,13 @@ def test_a_problem_spec_prints_as_it_parses():
     spec = ProblemSpec("key-padding", 1, 2, 1, 7, 11, 16, 16, 3, 1.0, None, 0.3, "bottom-right")
     assert ProblemSpec.parse(str(spec), "key-padding") == spec and "scale=0.3,causal=bottom-right" in str(spec)
     assert ProblemSpec.parse(str(ProblemSpec("sink", causal="top-left")), "sink").causal == "top-left"
-    with pytest.raises(ValueError, match="combines with the key-padding, sink, softcap, alibi masks only, not none"):
+    with pytest.raises(ValueError, match="combines with the key-padding, sink, softcap, alibi, window masks only, not none"):
         ProblemSpec("none", causal="top-left")
-    with pytest.raises(ValueError, match="not window"):  # a window under top-left causal can hide whole rows
-        ProblemSpec("window", causal="top-left")
+    # a window under top-left causal is drawn with a left bound that keeps every row a key
+    spec = ProblemSpec("window", 1, 2, 1, 9, 20, 16, 16, 5, causal="top-left")
+    assert ProblemSpec.parse(str(spec), "window") == spec
+    with pytest.raises(ValueError, match="padding=0.3 combines with the sink, softcap, alibi masks only, not window"):
+        ProblemSpec("window", padding=0.3)
 
 
 def test_the_pytest_option_runs_the_same_matrix_on_a_given_function(tmp_path):
@@ -161,7 +164,7 @@ def test_the_run_prints_its_tier_counts_and_what_the_kernel_cannot_take_before_i
     code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--mask", "none", "--examples", "1",
                      "--head-dims", "16-128")
     assert code == 0, out
-    assert "tier ci: 1 cases, 16 fixed and up to 1 drawn problems" in out
+    assert "tier ci: 1 cases, 17 fixed and up to 1 drawn problems" in out
     assert "not in this kernel's matrix: head-256 (head dim 256 outside the declared 16..128)" in out
     assert out.index("tier ci") < out.index("ok    float32-none")
 

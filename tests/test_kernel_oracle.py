@@ -54,6 +54,8 @@ def _softcap_numpy(problem: kernel.AttentionProblem) -> torch.Tensor:
     keep = _causal_keep(problem)
     if keep is not None:
         logits = np.where(keep, logits, -np.inf)
+    if problem.mask.key_padding is not None:
+        logits = np.where(problem.mask.key_padding.numpy()[:, None, None, :], logits, -np.inf)
     weights = np.exp(logits - logits.max(-1, keepdims=True))
     return torch.from_numpy(np.einsum("bhij,bhjd->bhid", weights / weights.sum(-1, keepdims=True), v))
 
@@ -64,6 +66,9 @@ def _sdpa_math(problem: kernel.AttentionProblem) -> torch.Tensor:
     kwargs: dict = {"scale": problem.scale, "enable_gqa": problem.gqa}
     causal = _causal_keep(problem)
     hidden = None if causal is None else np.where(causal, 0.0, -np.inf)  # a float attn_mask of the causal mask
+    if mask.key_padding is not None and mask.features & {"alibi", "sink", "softcap"}:  # padding with a feature:
+        padded = np.where(mask.key_padding.numpy()[:, None, None, :], 0.0, -np.inf)  # (B, 1, 1, n_k), in hidden
+        hidden = padded if hidden is None else hidden + padded
     if mask.softcap is not None:
         return _softcap_numpy(problem)
     if mask.window is not None:  # a boolean attn_mask, from numpy positions
@@ -74,6 +79,8 @@ def _sdpa_math(problem: kernel.AttentionProblem) -> torch.Tensor:
             keep &= j >= i - left
         if right is not None:
             keep &= j <= i + right
+        if causal is not None:  # the causal mask with the window, both as one boolean mask
+            keep &= causal
         kwargs["attn_mask"] = torch.from_numpy(keep)
     elif mask.alibi is not None:  # a float attn_mask: -slope_h |i + n_k - n_q - j|
         i, j = _positions(n_q, n_k)
@@ -85,8 +92,8 @@ def _sdpa_math(problem: kernel.AttentionProblem) -> torch.Tensor:
         v = torch.cat([v, v.new_zeros(b, h_kv, 1, v.shape[-1])], dim=-2)
         bias = torch.zeros(q.shape[1], n_q, n_k + 1, dtype=q.dtype)
         bias[..., -1] = mask.sink[:, None]
-        if hidden is not None:  # the causal mask hides keys, never the sink
-            bias[..., :-1] += torch.from_numpy(hidden)
+        if hidden is not None:  # the causal mask and the padding hide keys, never the sink
+            bias = bias + torch.nn.functional.pad(torch.from_numpy(hidden), (0, 1))
         kwargs["attn_mask"] = bias
     elif mask.bias is not None:
         kwargs["attn_mask"] = mask.bias
@@ -121,6 +128,15 @@ def test_the_reference_agrees_with_torchs_math_sdpa_when_a_causal_mask_comes_wit
     problems = {p.label: p for p in kernel.fixed_problems(_causal_backend(), kind, tier="smoke")}
     problem = problems[f"{'padding' if kind == 'key-padding' else kind}+{alignment}"]
     assert problem.mask.causal == alignment
+    ours = attention(problem.q, problem.k, problem.v, problem.scale, problem.mask)
+    assert relative_error(ours, _sdpa_math(problem)) <= TOLERANCE, str(problem.spec)
+
+
+@pytest.mark.parametrize("kind", kernel.PADDING_JOINS)
+def test_the_reference_agrees_with_torchs_math_sdpa_when_key_padding_comes_with_a_feature(kind):
+    problems = {p.label: p for p in kernel.fixed_problems(_causal_backend(), kind, tier="smoke")}
+    problem = problems[f"{kind}+padding"]
+    assert problem.mask.key_padding is not None and not problem.mask.key_padding.all()
     ours = attention(problem.q, problem.k, problem.v, problem.scale, problem.mask)
     assert relative_error(ours, _sdpa_math(problem)) <= TOLERANCE, str(problem.spec)
 

@@ -71,8 +71,13 @@ def flash_options(problem: kernel.AttentionProblem) -> dict:
         options["causal"] = True
     elif m.causal == "top-left":
         options["window_size"] = (None, n_q - n_k)
-    if m.window is not None:
-        options["window_size"] = m.window
+    if m.window is not None:  # with a causal mask: its right bound is the diagonal's (0 bottom-right, n_q - n_k top-left)
+        left, right = m.window
+        edge = {"bottom-right": 0, "top-left": n_q - n_k, None: None}[m.causal]
+        if edge is not None:
+            right = edge if right is None else min(right, edge)
+        options["window_size"] = (left, right)
+        options.pop("causal", None)
     if m.key_padding is not None:
         assert m.causal is None, "flash-attn aligns causal to the real keys: compared as varlen instead"
         options["key_padding_mask"] = m.key_padding
@@ -115,7 +120,7 @@ def _reference_with_every_feature():
 
 
 def _problems(kind: str):
-    alignments = ALIGNMENTS if kind in ("sink", "softcap", "alibi") else ()
+    alignments = ALIGNMENTS if kind in ("sink", "softcap", "alibi", "window") else ()
     drawn = kernel.attention_problems(mask_kinds=(kind,), max_d=24, scales=(None, kernel.SCALE),
                                       padded_alignments=alignments)
     if kind == "alibi":  # the causal form of ALiBi, on the bottom-right diagonal's side of every row, with attn-gym's
