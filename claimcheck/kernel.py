@@ -134,7 +134,7 @@ def dtype_name(dtype: torch.dtype) -> str:
 # ---- problems ---------------------------------------------------------------------------------------
 
 
-_OPTIONAL = ("max_logit", "scale", "causal", "strides", "v_offset", "bias", "sink", "padding", "spike")  # ProblemSpec fields printed only when set
+_OPTIONAL = ("max_logit", "scale", "causal", "strides", "v_offset", "bias", "sink", "padding", "spike", "bias_rank")  # ProblemSpec fields printed only when set
 _TEXT = ("causal", "strides")  # ProblemSpec fields that are words, not numbers
 
 
@@ -152,7 +152,8 @@ class ProblemSpec:
     (B, H_q, n_q, n_k) given with a softcap (which bends the scaled scores before any bias is added); ``sink``, that
     of sink logits (H_q,) given with a softcap (which bends the scores, never the sink); ``padding``, the share of
     keys hidden by a key padding mask given with a sink, a softcap or ALiBi (whose positions stay the keys' own);
-    ``spike``, a key whose score is :data:`LARGE_LOGIT` while the others stay O(1) (one query).
+    ``spike``, a key whose score is :data:`LARGE_LOGIT` while the others stay O(1) (one query); ``bias_rank``, the
+    number of dimensions of the additive bias (drawn when None).
     """
 
     mask: str = "none"
@@ -174,8 +175,11 @@ class ProblemSpec:
     sink: float | None = None
     padding: float | None = None
     spike: int | None = None
+    bias_rank: int | None = None
 
     def __post_init__(self) -> None:
+        if self.bias_rank is not None and not (self.mask == "additive" and self.bias_rank in (2, 3, 4)):
+            raise ValueError(f"bias_rank={self.bias_rank}: 2, 3 or 4, with the additive mask only (not {self.mask})")
         if self.spike is not None and not (self.n_q == 1 and self.H_q == self.H_kv and 0 <= self.spike < self.n_k):
             raise ValueError(f"spike={self.spike}: one query, H_q = H_kv and a key index below n_k = {self.n_k}")
         if self.padding is not None and self.mask not in PADDING_JOINS:
@@ -267,7 +271,7 @@ def mask_to(m: Mask, device: str | torch.device, dtype: torch.dtype | None = Non
 
 
 def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Generator,
-              causal: str | None = None) -> Mask:
+              causal: str | None = None, bias_rank: int | None = None) -> Mask:
     """A mask of ``kind`` that leaves every query at least one key (no fully masked row); ``causal``
     adds that alignment to key padding, a sink, a softcap, ALiBi or a window (bottom-right needs ``n_k >= n_q``)."""
     if kind == "none":
@@ -286,7 +290,7 @@ def make_mask(kind: str, b: int, h_q: int, n_q: int, n_k: int, gen: torch.Genera
         # the contract broadcasts the bias to (B, H_q, n_q, n_k): also give it as (H_q, n_q, n_k) and (n_q, n_k), whose
         # leading axis a kernel could misread (a 3-D bias read as (B, n_q, n_k))
         rank = int(torch.randint(2, 5, (1,), generator=gen))
-        bias = bias[(0,) * (4 - rank)]
+        bias = bias[(0,) * (4 - (bias_rank or rank))]
         if int(torch.randint(0, 2, (1,), generator=gen)):  # half of them a view of transposed storage: not contiguous
             bias = bias.transpose(-1, -2).contiguous().transpose(-1, -2)
         return Mask(bias=bias)
@@ -325,7 +329,7 @@ def make_problem(spec: ProblemSpec, label: str = "drawn") -> AttentionProblem:
     q = torch.randn((s.B, s.H_q, s.n_q, s.d_k), generator=gen, dtype=torch.float64) * s.logit_scale
     k = torch.randn((s.B, s.H_kv, s.n_k, s.d_k), generator=gen, dtype=torch.float64)
     v = torch.randn((s.B, s.H_kv, s.n_k, s.d_v), generator=gen, dtype=torch.float64)
-    mask = make_mask(s.mask, s.B, s.H_q, s.n_q, s.n_k, gen, s.causal)
+    mask = make_mask(s.mask, s.B, s.H_q, s.n_q, s.n_k, gen, s.causal, s.bias_rank)
     if s.v_offset is not None:
         v = v + s.v_offset
     if s.spike is not None:  # k_spike along q: its score q . k_spike * scale is LARGE_LOGIT
@@ -432,6 +436,7 @@ REUSE_PROBLEM = "gqa-4/2"  # the problem after which the kernel is called again,
 # the fixed problems with more than a shape: values with a common mean, a finite bias under the softcap
 _EXTRAS = {f"keys-{VERY_LONG_KEYS}": {"v_offset": V_OFFSET}, "softcap+bias": {"bias": 1.0}, "softcap+sink": {"sink": 2.0},
            **{f"{kind}+padding": {"padding": 0.3} for kind in PADDING_JOINS}, "decode-late-max": {"spike": LATE_KEY}}
+_ADDITIVE_EXTRAS = {"rows-as-many-as-batch": {"bias_rank": 2}}  # only where the case's mask is additive
 
 # one seed per fixed problem, by label: a problem is the same tensors in every tier
 _FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
@@ -440,7 +445,8 @@ _FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
      *(f"len-{n}" for n in SWEEP_LENGTHS), "len-65x129", "len-129x65", "one-key", "batch-3", *STRIDED,
      *(f"{kind}+{a}" for kind in ("sink", "softcap", "alibi") for a in ALIGNMENTS), "negative-logits", "scale-0",
      f"keys-{VERY_LONG_KEYS}", "softcap+bias", "strided-head-dim", "softcap+sink",
-     *(f"window+{a}" for a in ALIGNMENTS), *(f"{kind}+padding" for kind in PADDING_JOINS), "decode-late-max"))}
+     *(f"window+{a}" for a in ALIGNMENTS), *(f"{kind}+padding" for kind in PADDING_JOINS), "decode-late-max",
+     "rows-as-many-as-batch"))}
 
 
 @functools.lru_cache(maxsize=None)
@@ -468,7 +474,8 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     views of (B, n, H, d) storage; ``packed-qkv``: 2 heads, 13 x 13, q, k, v views of one (B, n, 3, H, d)
     tensor (both with the last dim contiguous); ``strided-head-dim``: the shape of ``non-contiguous``, q, k, v views
     of (B, H, d, n) storage whose last dim has stride n (all three listed as undeclared for a kernel declared
-    contiguous only).
+    contiguous only); ``rows-as-many-as-batch``: B = 2, 2 over 1 heads, 2 x 7, its additive bias (n_q, n_k): with as
+    many rows as sequences, a kernel that reads a 2-D bias as (B, n_k) gets no error, only a wrong answer.
 
     Group ``kernel-scale``: ``tiles-128``: one head, n_q = 137 > n_k = 131 (131 > 137 for bottom-right
     causal), keys across 64- and 128-wide tiles and queries across a 128-row one (a causal mask or a backward loop
@@ -516,7 +523,8 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
             shapes.append((f"{mask_kind}+padding", 1, 4, 2, 9, 20, d, d, None, None, None))
         shapes += [("non-contiguous", 2, 4, 2, 9, 20, d, d_v, None, None, None),
                    ("packed-qkv", 1, 2, 2, 13, 13, d, d, None, None, None),
-                   ("strided-head-dim", 2, 4, 2, 9, 20, d, d_v, None, None, None)]
+                   ("strided-head-dim", 2, 4, 2, 9, 20, d, d_v, None, None, None),
+                   ("rows-as-many-as-batch", 2, 2, 1, 2, 7, d, d_v, None, None, None)]
     if "kernel-scale" in groups:
         shapes += [("tiles-128", 1, 1, 1, long_q, long_k, d, d, None, None, None),
                    ("decode", 1, 1, 1, 1, 130, d, d_v, None, None, None),
@@ -547,7 +555,7 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
             continue
         spec = ProblemSpec(mask_kind, b, h_q, h_kv if gqa else h_q, nq, nk, dk, dv, seed=_FIXED_SEEDS[label],
                            max_logit=big, scale=scale, causal=causal, strides=STRIDED.get(label),
-                           **_EXTRAS.get(label, {}))
+                           **_EXTRAS.get(label, {}), **(_ADDITIVE_EXTRAS.get(label, {}) if mask_kind == "additive" else {}))
         problems.append(make_problem(spec, label=label))
     return tuple(problems), tuple(undeclared)
 

@@ -665,6 +665,13 @@ def row_max_from_the_first_tile(q, k, v, scale=None, mask=None):
     return ((p @ v.float()) / p.sum(-1, keepdim=True)).to(q.dtype)
 
 
+def bias_2d_read_as_batch_keys(q, k, v, scale=None, mask=None):
+    """A 2-D bias whose first dim equals B read as a per-sequence (B, n_k) bias, not (n_q, n_k)."""
+    if mask is not None and mask.bias is not None and mask.bias.dim() == 2 and mask.bias.shape[0] == q.shape[0]:
+        mask = _features(mask, bias=mask.bias[:, None, None, :])
+    return _plain(q, k, v, scale, mask)
+
+
 def alibi_standard_slopes(q, k, v, scale=None, mask=None):
     """Recomputes Press et al.'s slopes 2^(-8 h / H) from the head count instead of taking the caller's."""
     if mask is not None and mask.alibi is not None:
@@ -860,6 +867,8 @@ ZOO = [
           "float32-fully-masked", "fully-masked-window"),
     Wrong("row-max-from-the-first-tile", _declare(row_max_from_the_first_tile, **FORWARD),
           "the row max of the first 64 keys only", "float32-none", "decode-late-max:out"),
+    Wrong("bias-2d-read-as-batch-keys", _declare(bias_2d_read_as_batch_keys, **FORWARD),
+          "a 2-D bias with as many rows as sequences read as (B, n_k)", "float32-additive", "rows-as-many-as-batch:out"),
     Wrong("alibi-positions-from-the-padding", _declare(alibi_positions_from_the_padding, **FORWARD,
                                                        masks=[*BASE, "alibi"]),
           "ALiBi positions counted over the unpadded keys (BLOOM's)", "float32-alibi", "alibi+padding:out"),

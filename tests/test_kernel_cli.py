@@ -155,16 +155,16 @@ def test_the_run_prints_its_tier_counts_and_what_the_kernel_cannot_take_before_i
     code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--mask", "none", "--examples", "1",
                      "--head-dims", "16-128", "--tier", "smoke")
     assert code == 0, out
-    assert "tier smoke: 1 cases, 9 fixed and up to 1 drawn problems" in out
+    assert "tier smoke: 1 cases, 10 fixed and up to 1 drawn problems" in out
     assert "non-contiguous q, k, v checked (problems non-contiguous, packed-qkv, strided-head-dim)" in out
     code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--mask", "none", "--examples", "1",
                      "--tier", "smoke", "--no-strided")
-    assert code == 0 and "tier smoke: 1 cases, 6 fixed" in out, out
+    assert code == 0 and "tier smoke: 1 cases, 7 fixed" in out, out
     assert "not in this kernel's matrix: packed-qkv (non-contiguous q, k, v: the kernel is declared contiguous only)" in out
     code, out = _run(capsys, "impl.attention:attention", "--dtype", "float32", "--mask", "none", "--examples", "1",
                      "--head-dims", "16-128")
     assert code == 0, out
-    assert "tier ci: 1 cases, 17 fixed and up to 1 drawn problems" in out
+    assert "tier ci: 1 cases, 18 fixed and up to 1 drawn problems" in out
     assert "not in this kernel's matrix: head-256 (head dim 256 outside the declared 16..128)" in out
     assert out.index("tier ci") < out.index("ok    float32-none")
 

@@ -60,7 +60,7 @@ def test_a_wrong_kernel_that_declines_some_problems_is_still_caught_on_the_rest(
     shared = {p.label for p in kernel.fixed_problems(backend, "none") if p.gqa}
     assert shared == {"gqa-4/2", "gqa-8/2", "large-logits", "negative-logits", "scale-0.3", "scale-0", "keys-1025",
                       "one-key",
-                      "batch-3", "non-contiguous", "strided-head-dim"}  # the others: one head, or as many key/value heads as query heads
+                      "batch-3", "non-contiguous", "strided-head-dim", "rows-as-many-as-batch"}  # the others: one head, or as many key/value heads as query heads
     assert {label.split()[0] for label, _ in result.declined} & {p.label for p in kernel.fixed_problems(backend, "none")} == shared
     assert result.status == "fail" and "drawn:out" in result.failed_checks
     assert {"tiles-128:out", "decode:out"} <= set(result.failed_checks)
