@@ -134,7 +134,8 @@ def dtype_name(dtype: torch.dtype) -> str:
 # ---- problems ---------------------------------------------------------------------------------------
 
 
-_OPTIONAL = ("max_logit", "scale", "causal", "strides", "v_offset", "bias", "sink", "padding", "spike", "bias_rank")  # ProblemSpec fields printed only when set
+_OPTIONAL = ("max_logit", "scale", "causal", "strides", "v_offset", "bias", "sink", "padding", "spike", "bias_rank",
+             "poison")  # ProblemSpec fields printed only when set
 _TEXT = ("causal", "strides")  # ProblemSpec fields that are words, not numbers
 
 
@@ -153,7 +154,8 @@ class ProblemSpec:
     of sink logits (H_q,) given with a softcap (which bends the scores, never the sink); ``padding``, the share of
     keys hidden by a key padding mask given with a sink, a softcap or ALiBi (whose positions stay the keys' own);
     ``spike``, a key whose score is :data:`LARGE_LOGIT` while the others stay O(1) (one query); ``bias_rank``, the
-    number of dimensions of the additive bias (drawn when None).
+    number of dimensions of the additive bias (drawn when None); ``poison`` (1): the kernel is given inf keys and NaN
+    values behind the key padding, the references the clean ones (:func:`check_problem`).
     """
 
     mask: str = "none"
@@ -176,8 +178,11 @@ class ProblemSpec:
     padding: float | None = None
     spike: int | None = None
     bias_rank: int | None = None
+    poison: int | None = None
 
     def __post_init__(self) -> None:
+        if self.poison is not None and self.mask != "key-padding":
+            raise ValueError(f"poison={self.poison}: the key-padding mask only, not {self.mask}")
         if self.bias_rank is not None and not (self.mask == "additive" and self.bias_rank in (2, 3, 4)):
             raise ValueError(f"bias_rank={self.bias_rank}: 2, 3 or 4, with the additive mask only (not {self.mask})")
         if self.spike is not None and not (self.n_q == 1 and self.H_q == self.H_kv and 0 <= self.spike < self.n_k):
@@ -380,7 +385,7 @@ def fixed_problems(backend: Backend, mask_kind: str, device: str | None = None,
                                 backend.head_dim_multiple, backend.scale, _padded_alignments(backend, mask_kind, device),
                                 get_tier(tier).groups, conventions.of(backend.fn).strided,
                                 _softcap_joins(backend, mask_kind, device),
-                                _padding_joins(backend, mask_kind, device))[0])
+                                _padding_joins(backend, mask_kind, device), backend.padding_unread)[0])
 
 
 def undeclared_problems(backend: Backend, tier: str = DEFAULT_TIER) -> list[tuple[str, str]]:
@@ -436,6 +441,7 @@ REUSE_PROBLEM = "gqa-4/2"  # the problem after which the kernel is called again,
 # the fixed problems with more than a shape: values with a common mean, a finite bias under the softcap
 _EXTRAS = {f"keys-{VERY_LONG_KEYS}": {"v_offset": V_OFFSET}, "softcap+bias": {"bias": 1.0}, "softcap+sink": {"sink": 2.0},
            **{f"{kind}+padding": {"padding": 0.3} for kind in PADDING_JOINS}, "decode-late-max": {"spike": LATE_KEY}}
+_EXTRAS["padding-poisoned"] = {"poison": 1}
 _ADDITIVE_EXTRAS = {"rows-as-many-as-batch": {"bias_rank": 2}}  # only where the case's mask is additive
 
 # one seed per fixed problem, by label: a problem is the same tensors in every tier
@@ -446,13 +452,14 @@ _FIXED_SEEDS = {label: 1000 + i for i, label in enumerate(
      *(f"{kind}+{a}" for kind in ("sink", "softcap", "alibi") for a in ALIGNMENTS), "negative-logits", "scale-0",
      f"keys-{VERY_LONG_KEYS}", "softcap+bias", "strided-head-dim", "softcap+sink",
      *(f"window+{a}" for a in ALIGNMENTS), *(f"{kind}+padding" for kind in PADDING_JOINS), "decode-late-max",
-     "rows-as-many-as-batch"))}
+     "rows-as-many-as-batch", "padding-poisoned"))}
 
 
 @functools.lru_cache(maxsize=None)
 def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool, mask_kind: str, multiple: int = 1,
                     takes_scale: bool = True, padded_alignments: tuple[str, ...] = (), groups: tuple[str, ...] = ("base",),
-                    strided: bool = True, softcap_joins: tuple[str, ...] = (), padding_join: bool = False
+                    strided: bool = True, softcap_joins: tuple[str, ...] = (), padding_join: bool = False,
+                    padding_unread: bool = False
                     ) -> tuple[tuple[AttentionProblem, ...], tuple[tuple[str, str], ...]]:
     """``(problems, undeclared)``: the problems every case of ``backend`` sees in a tier of ``groups``
     (labels name them in verdicts), and ``(label, why)`` of those outside the declared head dims.
@@ -470,7 +477,9 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
     causal alignment to the padding; in the sink, softcap and ALiBi cases ``sink+top-left`` and so on add it to
     the feature, and ``softcap+bias`` and ``softcap+sink`` (when additive biases or sinks are declared too) add a finite
     bias of standard deviation 1 that must come after the cap, or sink logits the cap must leave alone; the sink,
-    softcap and ALiBi cases get ``sink+padding`` and so on when key padding is declared (30% of the keys hidden). ``non-contiguous``: B = 2, 4 over 2 heads, 9 x 20, q, k, v transposed
+    softcap and ALiBi cases get ``sink+padding`` and so on when key padding is declared (30% of the keys hidden), and
+    the key-padding case ``padding-poisoned`` (B = 2, 9 x 20: the kernel's padded keys inf and values NaN) when the
+    kernel declares ``padding_unread``. ``non-contiguous``: B = 2, 4 over 2 heads, 9 x 20, q, k, v transposed
     views of (B, n, H, d) storage; ``packed-qkv``: 2 heads, 13 x 13, q, k, v views of one (B, n, 3, H, d)
     tensor (both with the last dim contiguous); ``strided-head-dim``: the shape of ``non-contiguous``, q, k, v views
     of (B, H, d, n) storage whose last dim has stride n (all three listed as undeclared for a kernel declared
@@ -521,6 +530,8 @@ def _fixed_problems(head_dims: tuple[int, int], equal_head_dims: bool, gqa: bool
         shapes += [(f"softcap+{j}", 1, 4, 2, 9, 20, d, d, None, None, None) for j in softcap_joins]
         if padding_join:
             shapes.append((f"{mask_kind}+padding", 1, 4, 2, 9, 20, d, d, None, None, None))
+        if padding_unread and mask_kind == "key-padding":
+            shapes.append(("padding-poisoned", 2, 4, 2, 9, 20, d, d_v, None, None, None))
         shapes += [("non-contiguous", 2, 4, 2, 9, 20, d, d_v, None, None, None),
                    ("packed-qkv", 1, 2, 2, 13, 13, d, d, None, None, None),
                    ("strided-head-dim", 2, 4, 2, 9, 20, d, d_v, None, None, None),
@@ -701,7 +712,8 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
                   device: str = "cpu", deterministic: bool = False) -> list[Check]:
     """The rule for the output (and, with ``backward``, the gradients) of ``fn`` on one problem.
 
-    Exceptions raised by ``fn`` propagate: a crash is not a wrong answer.
+    Exceptions raised by ``fn`` propagate: a crash is not a wrong answer. On a ``poison`` problem the kernel's keys
+    and values behind the key padding are inf and NaN, the references' the problem's own: what the kernel must not read.
     """
     q, k, v, mask = problem.cast(dtype, device)
     # the oracle is exact for the inputs the kernel is given: rounding q, k to bfloat16 moves a score
@@ -712,12 +724,15 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
     s = problem.scale
     oracle = _outputs(attention, q64, k64, v64, mask64, d_out.double(), backward, s)
     naive = _outputs(attention, q, k, v, mask, d_out, backward, s)
+    if problem.spec is not None and problem.spec.poison:  # the kernel alone gets inf keys and NaN values behind padding
+        hidden = ~mask.key_padding.to(device)[:, None, :, None]  # (B, 1, n_k, 1)
+        k, v = k.masked_fill(hidden, math.inf), v.masked_fill(hidden, math.nan)
     given = _inputs(q, k, v, mask, d_out)
     kept = {name: t.clone() for name, t in given.items()}
     actual = _outputs(fn, q, k, v, mask, d_out, backward, s)
     # a kernel computes out of place: writing into q, k, v, the mask or the incoming gradient corrupts the caller's
     # tensors (and the checks after it, which read the same ones)
-    changed = [name for name, t in given.items() if not torch.equal(t, kept[name])]
+    changed = [name for name, t in given.items() if not _unchanged(t, kept[name])]
     # floors scale with the size of the summed terms, not of the result (dK = 0 for one key)
     terms = attention_term_scales(q64, k64, v64, mask64, d_out.double(), s)
     checks = []
@@ -758,6 +773,13 @@ def check_problem(fn: Callable, dtype: torch.dtype, problem: AttentionProblem, b
                                 "reuse: a second call on other inputs changed the first call's output (it returns "
                                 "storage the kernel writes into again)"))
     return checks
+
+
+def _unchanged(now: torch.Tensor, before: torch.Tensor) -> bool:
+    """Bitwise the same values, NaN equal to NaN (a poisoned input's NaN must stay NaN, not compare unequal)."""
+    if not now.is_floating_point():
+        return torch.equal(now, before)
+    return now.shape == before.shape and bool(((now == before) | (now.isnan() & before.isnan())).all())
 
 
 def _inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Mask, d_out: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -1156,7 +1178,8 @@ def tier_counts(backend: Backend, device: str = "cpu", dtypes=None, masks=None, 
 
 
 CAPABILITY_KEYS = ("devices", "dtypes", "masks", "gqa", "backward", "head_dims", "equal_head_dims", "fully_masked",
-                   "head_dim_multiple", "declines", "scale", "deterministic", "lse_fully_masked", *conventions.KEYS)
+                   "head_dim_multiple", "declines", "scale", "deterministic", "lse_fully_masked", "padding_unread",
+                   *conventions.KEYS)
 
 
 def load_function(spec: str) -> Callable:
@@ -1225,7 +1248,7 @@ def declared_backend(fn: Callable, name: str, device: str | None = None, **overr
                    head_dims=(int(lo), int(hi)), equal_head_dims=bool(declared.get("equal_head_dims", False)),
                    fully_masked=fully_masked, head_dim_multiple=multiple, declines=refuses,
                    scale=bool(declared.get("scale", True)), deterministic=bool(declared.get("deterministic", False)),
-                   lse_fully_masked=lse_fully_masked,
+                   lse_fully_masked=lse_fully_masked, padding_unread=bool(declared.get("padding_unread", False)),
                    doc=f"{name} (checked by claims kernel)", backward_note=note)
 
 

@@ -93,6 +93,9 @@ class Backend:
     # with the lse feature, the log-sum-exp of a row with no allowed key: "-inf" (log 0, the reference's), "inf"
     # (flash-attn's, so that exp(S - L) = 0 in its backward), "any" (not judged)
     lse_fully_masked: str = "-inf"
+    # never reads the keys and values behind key padding: NaN or inf there reaches no output (checked when True, on
+    # padding-poisoned; not declared: not checked, as SDPA's kernels, whose 0 x NaN leaks, would fail it)
+    padding_unread: bool = False
     doc: str = ""
     backward_note: str = ""  # how backward was decided when it was not declared (probed through autograd)
 

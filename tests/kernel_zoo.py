@@ -672,6 +672,12 @@ def bias_2d_read_as_batch_keys(q, k, v, scale=None, mask=None):
     return _plain(q, k, v, scale, mask)
 
 
+def padded_values_read_as_zero_weight(q, k, v, scale=None, mask=None):
+    """Declares that it never reads the keys and values behind the padding, but masks the scores and multiplies the
+    padded values by a weight of 0: 0 x NaN is NaN, 0 x inf too."""
+    return _plain(q, k, v, scale, mask)
+
+
 def alibi_standard_slopes(q, k, v, scale=None, mask=None):
     """Recomputes Press et al.'s slopes 2^(-8 h / H) from the head count instead of taking the caller's."""
     if mask is not None and mask.alibi is not None:
@@ -869,6 +875,10 @@ ZOO = [
           "the row max of the first 64 keys only", "float32-none", "decode-late-max:out"),
     Wrong("bias-2d-read-as-batch-keys", _declare(bias_2d_read_as_batch_keys, **FORWARD),
           "a 2-D bias with as many rows as sequences read as (B, n_k)", "float32-additive", "rows-as-many-as-batch:out"),
+    Wrong("padded-values-read-as-zero-weight", _declare(padded_values_read_as_zero_weight, **FORWARD,
+                                                        padding_unread=True),
+          "declares padded keys unread, multiplies their values by a weight of 0", "float32-key-padding",
+          "padding-poisoned:out"),
     Wrong("alibi-positions-from-the-padding", _declare(alibi_positions_from_the_padding, **FORWARD,
                                                        masks=[*BASE, "alibi"]),
           "ALiBi positions counted over the unpadded keys (BLOOM's)", "float32-alibi", "alibi+padding:out"),

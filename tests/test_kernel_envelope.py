@@ -187,3 +187,21 @@ def test_backward_is_checked_by_default_wherever_autograd_reaches_the_inputs():
     silent = kernel.declared_backend(no_autograd, "forward-only")
     assert not silent.devices["cpu"].backward and "no grad_fn" in silent.backward_note
     assert not kernel.declared_backend(dk_unscaled, "opted-out", backward=False).devices["cpu"].backward
+
+
+def test_a_kernel_declaring_the_padding_unread_is_given_inf_keys_and_nan_values_there():
+    def skips_the_padding(q, k, v, scale=None, mask=None):  # zeroes what the padding hides before any product
+        if mask is not None and mask.key_padding is not None:
+            hidden = ~mask.key_padding[:, None, :, None]
+            k, v = k.masked_fill(hidden, 0.0), v.masked_fill(hidden, 0.0)
+        return attention(q, k, v, scale, mask)
+
+    plain = kernel.declared_backend(attention, "plain")
+    assert "padding-poisoned" not in {p.label for p in kernel.fixed_problems(plain, "key-padding")}
+    skips_the_padding.claims_capabilities = {"padding_unread": True}
+    backend = kernel.declared_backend(skips_the_padding, "skips")
+    assert "padding-poisoned" in {p.label for p in kernel.fixed_problems(backend, "key-padding")}
+    assert kernel.run_case(backend, kernel.Case(torch.float32, "key-padding"), examples=0, base_seed=0).ok
+    leaks = kernel.declared_backend(attention, "leaks", padding_unread=True)  # the reference: 0 x NaN is NaN
+    result = kernel.run_case(leaks, kernel.Case(torch.float32, "key-padding"), examples=0, base_seed=0, shrink=False)
+    assert not result.ok and "padding-poisoned:out" in result.failed_checks
