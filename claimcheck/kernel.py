@@ -440,8 +440,8 @@ REUSE_PROBLEM = "gqa-4/2"  # the problem after which the kernel is called again,
 
 # the fixed problems with more than a shape: values with a common mean, a finite bias under the softcap
 _EXTRAS = {f"keys-{VERY_LONG_KEYS}": {"v_offset": V_OFFSET}, "softcap+bias": {"bias": 1.0}, "softcap+sink": {"sink": 2.0},
-           **{f"{kind}+padding": {"padding": 0.3} for kind in PADDING_JOINS}, "decode-late-max": {"spike": LATE_KEY}}
-_EXTRAS["padding-poisoned"] = {"poison": 1}
+           **{f"{kind}+padding": {"padding": 0.3} for kind in PADDING_JOINS}, "decode-late-max": {"spike": LATE_KEY},
+           "padding-poisoned": {"poison": 1}}
 _ADDITIVE_EXTRAS = {"rows-as-many-as-batch": {"bias_rank": 2}}  # only where the case's mask is additive
 
 # one seed per fixed problem, by label: a problem is the same tensors in every tier
