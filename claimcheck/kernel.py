@@ -408,8 +408,12 @@ def _padded_alignments(backend: Backend, mask_kind: str, device: str | None = No
     softcap, ALiBi or a window under a causal mask (:data:`CAUSAL_JOINS`)."""
     if mask_kind not in CAUSAL_JOINS or not backend.devices:
         return ()
-    masks = (backend.devices.get(device) or next(iter(backend.devices.values()))).masks
-    return tuple(a for a in ALIGNMENTS if f"causal-{a}" in masks)
+    return tuple(a for a in ALIGNMENTS if f"causal-{a}" in _declared_masks(backend, device))
+
+
+def _declared_masks(backend: Backend, device: str | None = None) -> frozenset:
+    """The masks ``backend`` declares on ``device`` (else on its first device)."""
+    return (backend.devices.get(device) or next(iter(backend.devices.values()))).masks
 
 
 def _softcap_joins(backend: Backend, mask_kind: str, device: str | None = None) -> tuple[str, ...]:
@@ -417,7 +421,7 @@ def _softcap_joins(backend: Backend, mask_kind: str, device: str | None = None) 
     ``backend`` declares them too."""
     if mask_kind != "softcap" or not backend.devices:
         return ()
-    masks = (backend.devices.get(device) or next(iter(backend.devices.values()))).masks
+    masks = _declared_masks(backend, device)
     return tuple(j for j, feature in (("bias", "additive"), ("sink", "sink")) if feature in masks)
 
 
@@ -425,7 +429,7 @@ def _padding_joins(backend: Backend, mask_kind: str, device: str | None = None) 
     """Whether the sink, softcap or ALiBi case also gets a problem with key padding: when ``backend`` declares it."""
     if mask_kind not in PADDING_JOINS or not backend.devices:
         return False
-    return "key-padding" in (backend.devices.get(device) or next(iter(backend.devices.values()))).masks
+    return "key-padding" in _declared_masks(backend, device)
 
 
 def _round_up(d: int, multiple: int) -> int:
@@ -438,7 +442,7 @@ STRIDED = {"non-contiguous": "bshd", "packed-qkv": "packed", "strided-head-dim":
 LATE_KEY = 100  # decode-late-max's spike: in the second 64-wide tile, 110 above the first tile's scores (past 88.7)
 REUSE_PROBLEM = "gqa-4/2"  # the problem after which the kernel is called again, to see that its first output stays
 
-# the fixed problems with more than a shape: values with a common mean, a finite bias under the softcap
+# the fixed problems with more than a shape (ProblemSpec's optional fields), by label
 _EXTRAS = {f"keys-{VERY_LONG_KEYS}": {"v_offset": V_OFFSET}, "softcap+bias": {"bias": 1.0}, "softcap+sink": {"sink": 2.0},
            **{f"{kind}+padding": {"padding": 0.3} for kind in PADDING_JOINS}, "decode-late-max": {"spike": LATE_KEY},
            "padding-poisoned": {"poison": 1}}
